@@ -1,0 +1,147 @@
+"""The one engine protocol: batch in, results out, explicit lifecycle, measurable.
+
+Every backend (vLLM, sentence-transformers, pgvector, BM25) implements `Engine`. The runtime's
+engine schedulers only ever call `run(batch)` (and `stream`/`abort` on LLMs), so a scheduler can
+batch requests from many queries without knowing which backend serves them.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generic, Literal, TypeVar
+
+Req = TypeVar("Req")
+Res = TypeVar("Res")
+
+EngineKind = Literal["llm", "embed", "rerank", "vectordb", "search"]
+
+
+@dataclass(frozen=True)
+class Health:
+    engine: str
+    ok: bool
+    detail: str
+    latency_s: float | None = None
+
+
+class Engine(abc.ABC, Generic[Req, Res]):
+    """A locally hosted engine. `run` takes a non-empty batch and returns one result per item,
+    in order. Model compute never runs on the event loop: backends use worker threads or the
+    engine's own process."""
+
+    kind: ClassVar[EngineKind]
+    name: str
+
+    async def start(self) -> None:
+        """Load weights / open pools. Idempotent."""
+
+    async def stop(self) -> None:
+        """Release everything `start` acquired. Idempotent."""
+
+    @abc.abstractmethod
+    async def run(self, batch: Sequence[Req]) -> list[Res]: ...
+
+    @abc.abstractmethod
+    async def health(self) -> Health:
+        """Check the engine with one real request."""
+
+    async def __aenter__(self):
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+
+# ---- request and result types shared by the backends ---------------------------------------
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """The sampling parameters accel forwards unchanged (fidelity: same requests as stock)."""
+
+    max_tokens: int = 256
+    temperature: float = 0.0
+    top_p: float = 1.0
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class GenerationRequest:
+    """One LLM call: either a raw `prompt` (completions) or chat `messages`."""
+
+    prompt: str | None = None
+    messages: list[dict[str, str]] | None = None
+    params: SamplingParams = field(default_factory=SamplingParams)
+    priority: int = 0
+    request_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.prompt is None) == (self.messages is None):
+            raise ValueError("GenerationRequest needs exactly one of prompt or messages")
+
+
+@dataclass
+class Generation:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int = 0
+    finish_reason: str | None = None
+    request_id: str | None = None
+
+
+@dataclass
+class GenerationChunk:
+    """A streamed piece of a generation; the last chunk has `finished=True` and the usage."""
+
+    delta: str
+    finished: bool = False
+    generation: Generation | None = None
+
+
+class LLMEngine(Engine[GenerationRequest, Generation]):
+    kind = "llm"
+    model: str
+    max_model_len: int
+
+    @abc.abstractmethod
+    def stream(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]: ...
+
+    @abc.abstractmethod
+    async def abort(self, request_id: str) -> None:
+        """Stop a running request; its `run`/`stream` then raises `asyncio.CancelledError`."""
+
+    @abc.abstractmethod
+    async def count_tokens(self, text: str) -> int: ...
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    id: str
+    text: str
+    score: float
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class VectorQuery:
+    """Nearest neighbours of one vector in one collection (a table or a framework collection)."""
+
+    vector: Sequence[float]
+    k: int
+    collection: str
+    metric: Literal["cosine", "l2", "ip"] = "cosine"
+    filter: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class TextQuery:
+    """A keyword query for a search engine (BM25 locally; a web search API elsewhere)."""
+
+    query: str
+    k: int = 5
