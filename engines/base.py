@@ -72,17 +72,20 @@ class SamplingParams:
 
 @dataclass
 class GenerationRequest:
-    """One LLM call: either a raw `prompt` (completions) or chat `messages`."""
+    """One LLM call: a raw `prompt` (completions), chat `messages`, or `prompt_token_ids`
+    (used for prefix-cache warm-ups cut at a token-block boundary)."""
 
     prompt: str | None = None
     messages: list[dict[str, str]] | None = None
+    prompt_token_ids: list[int] | None = None
     params: SamplingParams = field(default_factory=SamplingParams)
     priority: int = 0
     request_id: str | None = None
 
     def __post_init__(self) -> None:
-        if (self.prompt is None) == (self.messages is None):
-            raise ValueError("GenerationRequest needs exactly one of prompt or messages")
+        given = [x is not None for x in (self.prompt, self.messages, self.prompt_token_ids)]
+        if sum(given) != 1:
+            raise ValueError("GenerationRequest needs exactly one of prompt, messages, prompt_token_ids")
 
 
 @dataclass
@@ -117,7 +120,14 @@ class LLMEngine(Engine[GenerationRequest, Generation]):
         """Stop a running request; its `run`/`stream` then raises `asyncio.CancelledError`."""
 
     @abc.abstractmethod
-    async def count_tokens(self, text: str) -> int: ...
+    async def tokenize(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
+        """Token ids exactly as the engine would see `text` as a prompt."""
+
+    async def render_chat(self, messages: list[dict[str, str]]) -> str:
+        """The prompt text the engine builds from chat messages (its chat template)."""
+        raise NotImplementedError
+
+    block_size: int = 16  # prefix caching reuses whole blocks of this many tokens
 
 
 @dataclass(frozen=True)
