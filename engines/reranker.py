@@ -1,0 +1,124 @@
+"""Cross-encoder reranking as an accel engine.
+
+LangChain's `HuggingFaceCrossEncoder.score` and LlamaIndex's `SentenceTransformerRerank` both
+call `CrossEncoder.predict(pairs)` with its defaults: the activation the model's config names
+(sigmoid for a one-label model that names none) and the tokenizer's maximum length (LlamaIndex
+passes 512, which is the MiniLM tokenizers' own limit). This engine loads the model the same way
+and calls `predict` the same way, so its scores are theirs; it only batches across queries and
+keeps the compute in one worker thread, off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from accel.engines.base import Engine, Health
+from accel.engines.errors import EmptyBatch, EngineUnavailable, InvalidRequest, ModelNotFound
+from accel.engines.offline.reranker import resolve_reranker
+
+Pair = tuple[str, str]
+
+
+def _check_pair(item: Any) -> Pair:
+    if isinstance(item, (tuple, list)) and len(item) == 2 and all(isinstance(text, str) for text in item):
+        return (item[0], item[1])
+    raise InvalidRequest(
+        "rerank", f"cannot score {type(item).__name__} {item!r:.80}", "pass (query, passage) pairs of strings"
+    )
+
+
+class CrossEncoderReranker(Engine[Pair, float]):
+    """Scores (query, passage) pairs with a sentence-transformers `CrossEncoder`.
+
+    `model=None` uses the offline ms-marco-MiniLM-L-6-v2-shaped model (built on first start).
+    `max_length=None` keeps the tokenizer's limit, as LangChain does; LlamaIndex's 512 is the
+    same for MiniLM tokenizers.
+    """
+
+    kind = "rerank"
+
+    def __init__(
+        self,
+        model: str | Path | None = None,
+        *,
+        device: str = "cpu",
+        max_batch: int = 32,
+        max_length: int | None = None,
+        name: str | None = None,
+    ) -> None:
+        if max_batch < 1:
+            raise InvalidRequest("rerank", f"max_batch={max_batch} is not positive", "pass max_batch >= 1")
+        self.model_spec = None if model is None else str(model)
+        if self.model_spec is not None:  # fail on a missing path now, not at the first query
+            self.model_spec = resolve_reranker(self.model_spec)
+        self.name = name or (Path(self.model_spec).name if self.model_spec else "rerank-minilm-l6")
+        self.device = device
+        self.max_batch = max_batch
+        self.max_length = max_length
+        self._model: Any = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._start_lock = asyncio.Lock()
+
+    async def start(self) -> None:
+        async with self._start_lock:
+            if self._model is not None:
+                return
+            executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"accel-rerank-{self.name}")
+            try:
+                self._model = await asyncio.get_running_loop().run_in_executor(executor, self._load)
+            except BaseException:
+                executor.shutdown(wait=False, cancel_futures=True)
+                raise
+            self._executor = executor
+
+    def _load(self) -> Any:
+        from sentence_transformers import CrossEncoder
+
+        path = resolve_reranker(self.model_spec)
+        try:
+            return CrossEncoder(path, device=self.device, max_length=self.max_length, local_files_only=True)
+        except OSError as err:
+            raise ModelNotFound(
+                self.name, f"sentence-transformers could not load cross-encoder {path!r} ({err})",
+                "pass a complete cross-encoder model directory",
+            ) from err
+
+    async def stop(self) -> None:
+        async with self._start_lock:
+            if self._executor is not None:
+                self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+            self._model = None
+
+    async def run(self, batch: Sequence[Pair]) -> list[float]:
+        if len(batch) == 0:
+            raise EmptyBatch(self.name, "run() got an empty batch", "send at least one (query, passage) pair")
+        pairs = [_check_pair(item) for item in batch]
+        await self.start()
+        executor = self._executor
+        if executor is None:
+            raise EngineUnavailable(self.name, "the reranker was stopped", "start it again")
+        return await asyncio.get_running_loop().run_in_executor(executor, self._predict, pairs)
+
+    def _predict(self, pairs: list[Pair]) -> list[float]:
+        model = self._model
+        if model is None:
+            raise EngineUnavailable(self.name, "the reranker was stopped", "start it again")
+        scores = model.predict(pairs, batch_size=self.max_batch, show_progress_bar=False)
+        if scores.ndim > 1:  # two-label models: LangChain keeps the "relevant" column
+            scores = scores[:, 1]
+        return [float(score) for score in scores]
+
+    async def health(self) -> Health:
+        began = time.perf_counter()
+        try:
+            [score] = await self.run([("health check", "a passage to score")])
+        except Exception as err:  # health reports failures instead of raising them
+            return Health(self.name, False, f"{type(err).__name__}: {err}")
+        return Health(self.name, True, f"score {score:.4f} from {self.model_spec or 'offline default'}",
+                      time.perf_counter() - began)
