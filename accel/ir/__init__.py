@@ -1,0 +1,61 @@
+"""The primitive dataflow IR: kinds, nodes, graphs, ops, builders and cached templates."""
+
+from accel.ir.build import Component, GraphBuilder, ModuleTemplate, refine, tree_summarize
+from accel.ir.errors import CycleError, GraphError, MissingInput, PassError
+from accel.ir.graph import Graph, ref
+from accel.ir.kinds import BATCHABLE_KINDS, ENGINE_KINDS, ITEMWISE_KINDS, LOCAL_KINDS, Kind
+from accel.ir.node import EngineOp, LocalOp, Node, Op, Ref, StreamOp
+from accel.ir.ops import (
+    CallOp,
+    ConstOp,
+    DecodeOp,
+    GatherOp,
+    ItemsOp,
+    PickOp,
+    PromptOp,
+    SliceOp,
+    Slot,
+    StreamDecodeOp,
+    WarmupOp,
+)
+from accel.ir.template import GraphInstance, Template, TemplateCache, config_key
+
+__all__ = [
+    "BATCHABLE_KINDS",
+    "ENGINE_KINDS",
+    "ITEMWISE_KINDS",
+    "LOCAL_KINDS",
+    "CallOp",
+    "Component",
+    "ConstOp",
+    "CycleError",
+    "DecodeOp",
+    "EngineOp",
+    "GatherOp",
+    "Graph",
+    "GraphBuilder",
+    "GraphError",
+    "GraphInstance",
+    "ItemsOp",
+    "Kind",
+    "LocalOp",
+    "MissingInput",
+    "ModuleTemplate",
+    "Node",
+    "Op",
+    "PassError",
+    "PickOp",
+    "PromptOp",
+    "Ref",
+    "SliceOp",
+    "Slot",
+    "StreamDecodeOp",
+    "StreamOp",
+    "Template",
+    "TemplateCache",
+    "WarmupOp",
+    "config_key",
+    "ref",
+    "refine",
+    "tree_summarize",
+]

@@ -1,0 +1,122 @@
+"""Nodes, references to upstream values, and the `Op` protocol through which a node computes.
+
+The runtime never special-cases adapters: everything it needs to run a node is the node's kind,
+its engine name, its resolved input values and its op. See `accel.ir.ops` for the concrete ops
+and the streaming contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from accel.ir.kinds import ENGINE_KINDS, ITEMWISE_KINDS, Kind
+
+
+@dataclass(frozen=True)
+class Ref:
+    """The output value of node `node`, indexed by `key` when given (`value[key]`)."""
+
+    node: str
+    key: str | int | None = None
+
+    def resolve(self, value: Any) -> Any:
+        return value if self.key is None else value[self.key]
+
+
+@runtime_checkable
+class Op(Protocol):
+    """How a node computes. A marker protocol; the runtime uses one of the two shapes below.
+
+    - engine-bound nodes (`Kind` in ENGINE_KINDS) implement `EngineOp`;
+    - local nodes (Input/Output/Call/Condition/Aggregate/Prefill/FullPrefill) implement `LocalOp`.
+    """
+
+
+@runtime_checkable
+class EngineOp(Op, Protocol):
+    """An op that talks to an engine.
+
+    `requests(values)` returns the engine requests for the node given its resolved input
+    values (possibly empty: then the engine is not called and `output(values, [])` is used).
+    It may be `async def` (e.g. it needs the engine's tokenizer); the runtime awaits an
+    awaitable result. `output(values, results)` builds the node's value from the engine's
+    results, which come back in request order.
+    """
+
+    def requests(self, values: dict[str, Any]) -> list[Any]: ...
+
+    def output(self, values: dict[str, Any], results: list[Any]) -> Any: ...
+
+
+@runtime_checkable
+class LocalOp(Op, Protocol):
+    """An op computed in the front-end process. `compute` may be `async def`. When `blocking`
+    is true a sync `compute` runs in a worker thread (framework code, sync-only components);
+    otherwise it is cheap and runs inline."""
+
+    blocking: bool
+
+    def compute(self, values: dict[str, Any]) -> Any: ...
+
+
+@runtime_checkable
+class StreamOp(EngineOp, Protocol):
+    """An engine op whose node has `attrs["streams"] = True` and one LLM request: the runtime
+    streams that request (`LLMEngine.stream`) and passes the chunks here; every yielded item is
+    forwarded at once to mapped consumers. The node's final value is the list of items."""
+
+    def stream(self, values: dict[str, Any], chunks: AsyncIterator[Any]) -> AsyncIterator[Any]: ...
+
+
+@dataclass(eq=False)
+class Node:
+    """One primitive. `inputs` maps port names to upstream refs (one data edge per port);
+    `attrs` hold metadata the passes and schedulers read (batchable, batch_port, splittable,
+    prompt_parts, micro_batch, streams, map_port, size, ...); `depth` is the longest path
+    length to the Output node (set by `Graph.compute_depths`)."""
+
+    name: str
+    kind: Kind
+    engine: str | None = None
+    inputs: dict[str, Ref] = field(default_factory=dict)
+    attrs: dict[str, Any] = field(default_factory=dict)
+    op: Op | None = None
+    depth: int = 0
+
+    @property
+    def is_engine(self) -> bool:
+        return self.kind in ENGINE_KINDS
+
+    @property
+    def streams(self) -> bool:
+        return bool(self.attrs.get("streams"))
+
+    @property
+    def map_port(self) -> str | None:
+        return self.attrs.get("map_port")
+
+    @property
+    def batch_port(self) -> str | None:
+        """The list-valued port this node is data-parallel over, if it is batchable."""
+        if not self.attrs.get("batchable", self.kind in ITEMWISE_KINDS):
+            return None
+        port = self.attrs.get("batch_port")
+        if port is None and len(self.inputs) == 1:
+            port = next(iter(self.inputs))
+        return port
+
+    def replace(self, **changes: Any) -> Node:
+        """A copy with `changes`; `inputs` and `attrs` are copied so the original stays intact."""
+        fields = {
+            "name": self.name,
+            "kind": self.kind,
+            "engine": self.engine,
+            "inputs": dict(self.inputs),
+            "attrs": dict(self.attrs),
+            "op": self.op,
+            "depth": self.depth,
+        }
+        fields.update(changes)
+        return Node(**fields)
