@@ -1,0 +1,8 @@
+"""The two-tier runtime: a graph scheduler per query over engine schedulers per engine."""
+
+from accel.runtime.engine_scheduler import EngineScheduler
+from accel.runtime.limits import EngineLimits
+from accel.runtime.policies import POLICIES, get_policy
+from accel.runtime.task import EngineTask, Slice
+
+__all__ = ["POLICIES", "EngineLimits", "EngineScheduler", "EngineTask", "Slice", "get_policy"]
