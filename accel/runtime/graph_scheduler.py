@@ -1,0 +1,269 @@
+"""The graph scheduler: runs one query's e-graph, event driven.
+
+Each query keeps a pending-predecessor count per node; finishing a node decrements its
+successors' counts and starts those that reach zero. Cheap local nodes are computed on the spot;
+the others get a task in the query's TaskGroup, engine nodes await their engine scheduler. There
+is no polling and no sleeping: everything waits on futures. A failing node raises its original
+exception out of `run`, and the TaskGroup cancels the query's other work (engine schedulers
+turn that into aborts); other queries never see it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+from collections.abc import Mapping
+from concurrent.futures import Executor
+from contextlib import aclosing
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+
+from accel.ir.node import Node
+from accel.ir.template import GraphInstance
+from accel.runtime.engine_scheduler import EngineScheduler
+from accel.runtime.plan import Mode, Plan
+from accel.runtime.store import ObjectStore
+from accel.runtime.streams import ItemStream
+from accel.runtime.task import EngineTask
+from accel.tracer.spans import primitive_span, record_engine_call, record_generations, record_items
+
+
+class QueryRun:
+    """The state of one query: pending counts, values, streams, and the task group that owns
+    every piece of work started for it."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        instance: GraphInstance,
+        schedulers: Mapping[str, EngineScheduler],
+        executor: Executor,
+        tracer: trace.Tracer,
+        parent: otel_context.Context | None,
+        priority: int = 0,
+    ) -> None:
+        self.plan = plan
+        self.template = plan.template
+        self.instance = instance
+        self.query_id = instance.query_id
+        self.schedulers = schedulers
+        self.executor = executor
+        self.tracer = tracer
+        self.parent = parent
+        self.priority = priority
+        self.pending = list(plan.pending)
+        self.store = ObjectStore(plan.readers, keep=plan.output)
+        self.streams = {i: ItemStream() for i, flag in enumerate(plan.produces_stream) if flag}
+        self._group: asyncio.TaskGroup | None = None
+
+    async def run(self) -> Any:
+        """Run the graph to its Output node and return its value."""
+        try:
+            async with asyncio.TaskGroup() as group:
+                self._group = group
+                self._start(self.plan.roots)
+        except BaseExceptionGroup as group_error:
+            raise _original(group_error) from None
+        finally:
+            self._group = None
+        return self.store.get(self.plan.output)
+
+    # ---- dependency tracking --------------------------------------------------------------
+
+    def _start(self, ready: tuple[int, ...] | list[int]) -> None:
+        stack = list(reversed(ready))
+        plan = self.plan
+        while stack:
+            i = stack.pop()
+            mode = plan.modes[i]
+            if plan.mapped_src[i] >= 0:
+                self._group.create_task(self._mapped(i), name=self.template.order[i])
+            elif mode is Mode.INPUT:
+                self._finish(i, self.instance.inputs[self.template.order[i]], stack)
+            elif mode is Mode.INLINE:
+                value = self._inline(i)
+                if inspect.isawaitable(value):  # a plain function that returned a coroutine
+                    self._group.create_task(self._settle(i, value), name=self.template.order[i])
+                else:
+                    self._finish(i, value, stack)
+            else:
+                self._group.create_task(self._node(i), name=self.template.order[i])
+
+    def _finish(self, i: int, value: Any, stack: list[int] | None = None) -> None:
+        """Store a finished node's value and start the successors it was the last wait of."""
+        self.store.put(i, value)
+        mapped_src = self.plan.mapped_src
+        ready = stack if stack is not None else []
+        for s in self.template.succs[i]:
+            if mapped_src[s] == i:
+                continue  # a mapped consumer follows the stream, not its end
+            self.pending[s] -= 1
+            if self.pending[s] == 0:
+                ready.append(s)
+        if stack is None and ready:
+            self._start(ready)
+
+    def _resolve(self, i: int, skip_port: str | None = None) -> dict[str, Any]:
+        """Input values of node i; each distinct producer is released once."""
+        values: dict[str, Any] = {}
+        released: set[int] = set()
+        for port, src, key in self.template.port_refs[i]:
+            if port == skip_port:
+                released.add(src)
+                continue
+            value = self.store.get(src)
+            values[port] = value if key is None else value[key]
+            released.add(src)
+        for src in released:
+            self.store.release(src)
+        return values
+
+    # ---- node execution -------------------------------------------------------------------
+
+    def _inline(self, i: int) -> Any:
+        node = self.template.nodes[i]
+        values = self._resolve(i)
+        if node.op is None:
+            return _passthrough(node, values)
+        with primitive_span(self.tracer, self.parent, query_id=self.query_id, node=node.name, kind=node.kind, engine=None):
+            return node.op.compute(values)
+
+    async def _settle(self, i: int, value: Any) -> None:
+        self._finish(i, await value)
+
+    async def _node(self, i: int) -> None:
+        node = self.template.nodes[i]
+        mode = self.plan.modes[i]
+        with primitive_span(self.tracer, self.parent, query_id=self.query_id, node=node.name, kind=node.kind, engine=node.engine) as span:
+            values = self._resolve(i)
+            if mode is Mode.STREAM:
+                value = await self._stream(i, node, values, span)
+            elif mode is Mode.MICRO:
+                value = await self._micro(i, node, values, span)
+            else:
+                value = await self._compute(i, node, values, span)
+        self._finish(i, value)
+
+    async def _compute(self, i: int, node: Node, values: dict[str, Any], span: trace.Span) -> Any:
+        """One execution of a non-streaming node: a local op, or engine requests + output."""
+        mode = self.plan.modes[i]
+        op = node.op
+        if mode is Mode.INLINE:
+            return _passthrough(node, values) if op is None else await _maybe(op.compute(values))
+        if mode is Mode.LOCAL:
+            if inspect.iscoroutinefunction(op.compute):
+                return await op.compute(values)
+            loop = asyncio.get_running_loop()
+            result = await loop.run_in_executor(self.executor, functools.partial(op.compute, values))
+            return await result if inspect.isawaitable(result) else result
+        results = await self._submit(i, node, await _maybe(op.requests(values)), span)
+        return op.output(values, results)
+
+    async def _submit(self, i: int, node: Node, requests: list[Any], span: trace.Span) -> list[Any]:
+        if not requests:
+            return []
+        task = EngineTask(self.query_id, node.name, self.template.depth[i], list(requests), priority=self.priority)
+        results = await self.schedulers[node.engine].submit(task)
+        wait = None if task.dispatched_at is None else task.dispatched_at - task.arrival
+        record_engine_call(span, batch_sizes=task.batch_sizes, queue_wait_s=wait, requests=len(requests))
+        record_generations(span, results)
+        return results
+
+    async def _stream(self, i: int, node: Node, values: dict[str, Any], span: trace.Span) -> list[Any]:
+        """PartialDecode: stream the LLM request, forward each parsed item as it completes."""
+        out = self.streams[i]
+        requests = list(await _maybe(node.op.requests(values)))
+        task = EngineTask(self.query_id, node.name, self.template.depth[i], requests, priority=self.priority)
+        final: list[Any] = []
+
+        async def chunks():
+            async with aclosing(self.schedulers[node.engine].stream(task)) as source:
+                async for chunk in source:
+                    if chunk.generation is not None:
+                        final.append(chunk.generation)
+                    yield chunk
+
+        async with aclosing(node.op.stream(values, chunks())) as items:
+            async for item in items:
+                out.emit(item)
+        out.close()
+        wait = None if task.dispatched_at is None else task.dispatched_at - task.arrival
+        record_engine_call(span, batch_sizes=task.batch_sizes, queue_wait_s=wait, requests=1)
+        record_generations(span, final)
+        record_items(span, len(out.items))
+        return list(out.items)
+
+    async def _micro(self, i: int, node: Node, values: dict[str, Any], span: trace.Span) -> list[Any]:
+        """Stage decomposition: run the batch port in slices of `micro_batch`; each slice's
+        output is emitted as an item, in slice order, as soon as it and its elders are done."""
+        out = self.streams[i]
+        port, size = node.batch_port, int(node.attrs["micro_batch"])
+        items = list(values[port])
+        slices = [items[k : k + size] for k in range(0, len(items), size)]
+        done: dict[int, Any] = {}
+
+        async def one(k: int) -> None:
+            sliced = {**values, port: slices[k]}
+            results = await self._submit(i, node, await _maybe(node.op.requests(sliced)), span)
+            done[k] = node.op.output(sliced, results)
+            while len(out.items) in done:
+                out.emit(done[len(out.items)])
+
+        async with asyncio.TaskGroup() as group:
+            for k in range(len(slices)):
+                group.create_task(one(k))
+        out.close()
+        record_items(span, len(out.items))
+        return list(out.items)
+
+    async def _mapped(self, i: int) -> None:
+        """A consumer mapped over a stream: one execution per item as items arrive; its value is
+        the list of per-item outputs in item order (forwarded as a stream when it streams)."""
+        node = self.template.nodes[i]
+        port = node.map_port
+        key = next(k for p, _, k in self.template.port_refs[i] if p == port)
+        values = self._resolve(i, skip_port=port)
+        source = self.streams[self.plan.mapped_src[i]]
+        out = self.streams.get(i)
+        done: dict[int, Any] = {}
+
+        async def one(k: int, item: Any) -> None:
+            with primitive_span(self.tracer, self.parent, query_id=self.query_id, node=f"{node.name}[{k}]", kind=node.kind, engine=node.engine) as span:
+                done[k] = await self._compute(i, node, {**values, port: item if key is None else item[key]}, span)
+            while out is not None and len(out.items) in done:
+                out.emit(done[len(out.items)])
+
+        count = 0
+        async with asyncio.TaskGroup() as group:
+            async for item in source:
+                group.create_task(one(count, item))
+                count += 1
+        if out is not None:
+            out.close()
+        self._finish(i, [done[k] for k in range(count)])
+
+
+def _passthrough(node: Node, values: dict[str, Any]) -> Any:
+    """A node without an op forwards its single input (Output's "value" port by default)."""
+    if "value" in values:
+        return values["value"]
+    if len(values) == 1:
+        return next(iter(values.values()))
+    return values
+
+
+async def _maybe(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+def _original(group_error: BaseExceptionGroup) -> BaseException:
+    """The first real error inside (nested) task-group errors: the node's own exception."""
+    for exc in group_error.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            return _original(exc)
+        if not isinstance(exc, asyncio.CancelledError):
+            return exc
+    return group_error.exceptions[0]

@@ -1,0 +1,82 @@
+"""How the graph scheduler runs each node of a template, decided once per template.
+
+The template already holds topological arrays (pred counts, successors, port refs, depth); the
+plan adds the run-time decisions that depend only on node kinds and attributes: which nodes run
+inline on the loop, which need a task, which stream, and which are mapped over a stream. It is
+cached per template, so instantiating a query does no graph work.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+from dataclasses import dataclass
+
+from accel.ir.kinds import Kind
+from accel.ir.node import Node
+from accel.ir.template import Template
+
+
+class Mode(enum.Enum):
+    INPUT = "input"  # the query's binding
+    INLINE = "inline"  # cheap sync local op: computed on the loop without a task
+    LOCAL = "local"  # async or blocking local op: its own task (blocking -> worker thread)
+    ENGINE = "engine"  # requests to the node's engine scheduler
+    STREAM = "stream"  # one LLM request streamed and parsed into items (PartialDecode)
+    MICRO = "micro"  # itemwise engine node run in micro-batch slices, each slice an item
+
+
+@dataclass(frozen=True)
+class Plan:
+    template: Template
+    modes: tuple[Mode, ...]
+    mapped_src: tuple[int, ...]
+    """Index of the streaming producer a node is mapped over, or -1."""
+    pending: tuple[int, ...]
+    """Predecessors to wait for (a mapped consumer does not wait for its stream's end)."""
+    readers: tuple[int, ...]
+    produces_stream: tuple[bool, ...]
+    engines: frozenset[str]
+    roots: tuple[int, ...]
+    output: int
+
+
+def _base_mode(node: Node) -> Mode:
+    if node.kind is Kind.INPUT:
+        return Mode.INPUT
+    if node.is_engine:
+        if node.streams and hasattr(node.op, "stream"):
+            return Mode.STREAM
+        if node.streams and node.attrs.get("micro_batch") and node.batch_port:
+            return Mode.MICRO
+        return Mode.ENGINE
+    compute = getattr(node.op, "compute", None)
+    if compute is None or (not getattr(node.op, "blocking", False) and not inspect.iscoroutinefunction(compute)):
+        return Mode.INLINE
+    return Mode.LOCAL
+
+
+def build_plan(template: Template) -> Plan:
+    """Decide, once, how each node of `template` runs."""
+    nodes = template.nodes
+    modes = [_base_mode(node) for node in nodes]
+    produces = [mode in (Mode.STREAM, Mode.MICRO) for mode in modes]
+    mapped = [-1] * len(nodes)
+    for i, node in enumerate(nodes):  # topological order: producers are decided first
+        port = node.map_port
+        refs = {p: src for p, src, _ in template.port_refs[i]}
+        if port is not None and port in refs and produces[refs[port]]:
+            mapped[i] = refs[port]
+            produces[i] = node.streams
+    pending = [count - (1 if mapped[i] >= 0 else 0) for i, count in enumerate(template.pred_count)]
+    return Plan(
+        template=template,
+        modes=tuple(modes),
+        mapped_src=tuple(mapped),
+        pending=tuple(pending),
+        readers=tuple(len(s) for s in template.data_succs),
+        produces_stream=tuple(produces),
+        engines=frozenset(n.engine for n in nodes if n.is_engine and n.engine),
+        roots=tuple(i for i, count in enumerate(pending) if count == 0),
+        output=template.index[template.output],
+    )

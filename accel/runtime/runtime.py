@@ -1,0 +1,104 @@
+"""`Runtime`: the engine schedulers, a worker pool and the graph scheduler behind one call.
+
+    async with Runtime({"llm": llm, "embed": embedder}, policy="topology") as rt:
+        answer = await rt.run(template, {"question": "..."})
+
+The runtime does not own the engines' lifecycles (the stack or the caller starts and stops
+them); it owns the schedulers feeding them and every task it starts for a query.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from opentelemetry import trace
+
+from accel.engines.base import Engine
+from accel.engines.errors import EngineUnavailable
+from accel.ir.template import Template
+from accel.runtime.engine_scheduler import EngineScheduler
+from accel.runtime.graph_scheduler import QueryRun
+from accel.runtime.limits import EngineLimits
+from accel.runtime.plan import Plan, build_plan
+from accel.runtime.policies import PolicyName, get_policy
+from accel.tracer.spans import get_tracer, query_span
+
+
+class Runtime:
+    """Runs templates on shared engine schedulers; many concurrent `run` calls batch together."""
+
+    def __init__(
+        self,
+        engines: Mapping[str, Engine],
+        *,
+        policy: PolicyName = "topology",
+        profiles: Mapping[str, EngineLimits | Any] | None = None,
+        max_workers: int | None = None,
+        tracer_provider: trace.TracerProvider | None = None,
+    ) -> None:
+        get_policy(policy)  # fail on a typo now, not at the first query
+        profiles = profiles or {}
+        self.policy = policy
+        self.engines = dict(engines)
+        self.schedulers = {
+            name: EngineScheduler(name, engine, policy=policy, limits=EngineLimits.from_profile(profiles.get(name, EngineLimits())))
+            for name, engine in self.engines.items()
+        }
+        self._max_workers = max_workers
+        self._executor: ThreadPoolExecutor | None = None
+        self._tracer_provider = tracer_provider
+        self._plans: weakref.WeakKeyDictionary[Template, Plan] = weakref.WeakKeyDictionary()
+        self._ids = itertools.count()
+
+    async def start(self) -> None:
+        """Start the engine schedulers and the worker pool for blocking local code."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(self._max_workers, thread_name_prefix="accel-local")
+        for scheduler in self.schedulers.values():
+            await scheduler.start()
+
+    async def stop(self) -> None:
+        """Stop the schedulers (failing what is still queued) and release the worker pool."""
+        for scheduler in self.schedulers.values():
+            await scheduler.stop()
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
+
+    async def __aenter__(self) -> Runtime:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def plan(self, template: Template) -> Plan:
+        """The run plan of `template`, built on first use and cached with the template."""
+        plan = self._plans.get(template)
+        if plan is None:
+            plan = build_plan(template)
+            missing = sorted(plan.engines - self.schedulers.keys())
+            if missing:
+                raise EngineUnavailable(
+                    missing[0], f"the template needs engine(s) {missing} but the runtime has {sorted(self.schedulers)}",
+                    "pass every engine the template names in Runtime(engines={...})",
+                )
+            self._plans[template] = plan
+        return plan
+
+    async def run(self, template: Template, inputs: Mapping[str, Any], *, query_id: str | None = None, priority: int = 0) -> Any:
+        """Run one query and return its Output value. Cancelling the caller cancels the query
+        and its engine requests; a failing node raises its own exception here."""
+        if self._executor is None:
+            raise EngineUnavailable("runtime", "the runtime is not started", "use `async with Runtime(...)` or await start()")
+        plan = self.plan(template)
+        query_id = query_id or f"q{next(self._ids)}"
+        instance = template.instantiate(inputs, query_id)
+        tracer = get_tracer(self._tracer_provider)
+        with query_span(tracer, query_id, policy=self.policy, nodes=len(template)) as parent:
+            query = QueryRun(plan, instance, self.schedulers, self._executor, tracer, parent, priority)
+            return await query.run()

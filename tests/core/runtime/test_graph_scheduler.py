@@ -1,0 +1,307 @@
+"""The graph scheduler and Runtime on fake engines, timed on a virtual clock (no wall-clock
+thresholds): overlap, pipelining, topology-aware batching, failure isolation, cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass
+
+import pytest
+
+from accel.engines.base import GenerationRequest
+from accel.engines.errors import EngineUnavailable
+from accel.ir import CallOp, GatherOp, GraphBuilder, ItemsOp, Kind, MissingInput, Template
+from accel.runtime import EngineLimits
+from accel.runtime.fakes import FakeEngine, FakeLLMEngine
+from accel.runtime.runtime import Runtime
+
+
+@dataclass(frozen=True)
+class OneRequest:
+    """Engine op sending one request labelled by the node, returning its single result."""
+
+    label: str
+
+    def requests(self, values):
+        return [self.label]
+
+    def output(self, values, results):
+        return results[0]
+
+
+@dataclass(frozen=True)
+class PromptDecode:
+    def requests(self, values):
+        return [GenerationRequest(prompt=str(values["x"]))]
+
+    def output(self, values, results):
+        return results[0].text
+
+
+@dataclass(frozen=True)
+class WordsDecode:
+    """A PartialDecode op: streams the reply and yields each complete word as a one-item slice."""
+
+    def requests(self, values):
+        return [GenerationRequest(prompt=str(values["x"]))]
+
+    async def stream(self, values, chunks):
+        pending = ""
+        async for chunk in chunks:
+            pending += chunk.delta
+            *words, pending = pending.split(" ")
+            for word in words:
+                yield [word]
+        if pending:
+            yield [pending]
+
+    def output(self, values, results):
+        return [[w] for w in results[0].text.split()]
+
+
+def stamped(label):
+    """Fake compute: the request plus the virtual time its batch finished."""
+    return lambda r: (f"{label}:{r}", asyncio.get_running_loop().time())
+
+
+def engine_node(b, name, engine, inputs, kind=Kind.SEARCH):
+    return b.add(kind, name, engine=engine, inputs=inputs, op=OneRequest(name))
+
+
+def test_independent_branches_overlap(virtual):
+    b = GraphBuilder()
+    x = b.input("x")
+    left = engine_node(b, "left", "a", {"x": x})
+    right = engine_node(b, "right", "b", {"x": x})
+    b.output(b.add(Kind.AGGREGATE, "both", inputs={"l": left, "r": right}, op=GatherOp("list")))
+    template = Template.from_graph(b.graph)
+
+    async def main():
+        engines = {"a": FakeEngine("a", latency=1.0), "b": FakeEngine("b", latency=1.0)}
+        async with Runtime(engines) as rt:
+            out = await rt.run(template, {"x": 0})
+            return out, asyncio.get_running_loop().time()
+
+    out, elapsed = virtual(main())
+    assert out == ["left", "right"]
+    assert elapsed == pytest.approx(1.0)  # not 2.0: the branches ran at the same time
+
+
+def test_decode_items_pipeline_through_embed_and_search(virtual):
+    b = GraphBuilder()
+    x = b.input("x")
+    words = b.add(Kind.PARTIAL_DECODE, "expand", engine="llm", inputs={"x": x}, attrs={"streams": True}, op=WordsDecode())
+    vecs = b.add(Kind.EMBED, "embed", engine="embed", inputs={"items": words}, attrs={"map_port": "items", "streams": True}, op=ItemsOp("items"))
+    hits = b.add(Kind.SEARCH, "search", engine="search", inputs={"items": vecs}, attrs={"map_port": "items"}, op=ItemsOp("items"))
+    b.output(b.add(Kind.AGGREGATE, "flat", inputs={"hits": hits}, op=GatherOp("flatten")))
+    template = Template.from_graph(b.graph)
+
+    async def main():
+        llm = FakeLLMEngine(token_latency=1.0, reply=lambda r: "alpha beta gamma delta")
+        embed = FakeEngine("embed", latency=0.1, compute=lambda r: f"v({r})")
+        search = FakeEngine("search", latency=0.1, compute=stamped("hit"))
+        async with Runtime({"llm": llm, "embed": embed, "search": search}) as rt:
+            return await rt.run(template, {"x": "q"})
+
+    out = virtual(main())
+    assert [hit for hit, _ in out] == ["hit:v(alpha)", "hit:v(beta)", "hit:v(gamma)", "hit:v(delta)"]
+    # the first word was searched long before the decode finished (4 tokens, 1 s apart)
+    assert out[0][1] < 3.0 and out[-1][1] > out[0][1]
+
+
+def test_micro_batches_reach_the_consumer_before_the_producer_ends(virtual):
+    b = GraphBuilder()
+    docs = b.input("docs")
+    vecs = b.add(Kind.EMBED, "embed", engine="embed", inputs={"docs": docs},
+                 attrs={"streams": True, "micro_batch": 2, "batch_port": "docs"}, op=ItemsOp("docs"))
+    hits = b.add(Kind.SEARCH, "search", engine="search", inputs={"vecs": vecs}, attrs={"map_port": "vecs"}, op=ItemsOp("vecs"))
+    b.output(b.add(Kind.AGGREGATE, "flat", inputs={"hits": hits}, op=GatherOp("flatten")))
+    template = Template.from_graph(b.graph)
+
+    async def main():
+        embed = FakeEngine("embed", latency=1.0, compute=stamped("v"))
+        search = FakeEngine("search", latency=0.5, compute=lambda r: r)
+        limits = {"embed": EngineLimits(max_batch_size=2)}
+        async with Runtime({"embed": embed, "search": search}, profiles=limits) as rt:
+            out = await rt.run(template, {"docs": list("abcdef")})
+            return out, [len(batch) for batch in embed.batches], search.batches
+
+    out, embed_batches, search_batches = virtual(main())
+    assert [v for v, _ in out] == [f"v:{c}" for c in "abcdef"]
+    assert embed_batches == [2, 2, 2]
+    # slice 0 was searched while slices 1 and 2 were still embedding
+    assert len(search_batches) == 3 and search_batches[0][0][1] == pytest.approx(1.0)
+
+
+def figure7_templates():
+    """Teola Figure 7: on the shared "llm" engine, query 1's A (deep, critical path) and B
+    (its child E also waits for D), query 2's H (deep) and G."""
+    def q1():
+        b = GraphBuilder()
+        x = b.input("x")
+        a = engine_node(b, "A", "llm", {"x": x}, Kind.DECODE)
+        c = engine_node(b, "C", "other", {"a": a})
+        d = engine_node(b, "D", "other", {"c": c})
+        bb = engine_node(b, "B", "llm", {"x": x}, Kind.DECODE)
+        e = engine_node(b, "E", "llm", {"d": d, "b": bb}, Kind.DECODE)
+        b.output(e)
+        return Template.from_graph(b.graph)
+
+    def q2():
+        b = GraphBuilder()
+        x = b.input("x")
+        g = engine_node(b, "G", "llm", {"x": x}, Kind.DECODE)
+        h = engine_node(b, "H", "llm", {"x": x}, Kind.DECODE)
+        i = engine_node(b, "I", "other", {"h": h})
+        b.output(engine_node(b, "J", "llm", {"i": i, "g": g}, Kind.DECODE))
+        return Template.from_graph(b.graph)
+
+    return q1(), q2()
+
+
+def run_figure7(virtual, policy):
+    t1, t2 = figure7_templates()
+
+    async def main():
+        llm = FakeEngine("llm", latency=lambda n: 0.5 if n == 1 else 0.8)  # 512 tokens each, 1024 max
+        other = FakeEngine("other", latency=0.6)
+        limits = {"llm": EngineLimits(max_batch_size=2)}
+        async with Runtime({"llm": llm, "other": other}, policy=policy, profiles=limits) as rt:
+            loop = asyncio.get_running_loop()
+
+            async def timed(template, qid):
+                await rt.run(template, {"x": 0}, query_id=qid)
+                return loop.time()
+
+            done = await asyncio.gather(timed(t1, "q1"), timed(t2, "q2"))
+            return done, [sorted(batch) for batch in llm.batches]
+
+    return virtual(main())
+
+
+def test_topology_aware_batching_beats_fifo_on_teola_figure_7(virtual):
+    (t_q1, t_q2), topo_batches = run_figure7(virtual, "topology")
+    (f_q1, f_q2), fifo_batches = run_figure7(virtual, "to")
+    assert topo_batches[0] == ["A", "H"]  # both queries' critical-path nodes first
+    assert fifo_batches[0] == ["A", "B"]  # blind batching by arrival
+    assert (t_q1 + t_q2) < (f_q1 + f_q2)
+    assert max(t_q1, t_q2) <= max(f_q1, f_q2)
+
+
+def test_a_failing_query_fails_alone_with_its_own_exception(virtual):
+    boom = KeyError("boom")
+
+    def explode(hit):
+        raise boom
+
+    b = GraphBuilder()
+    x = b.input("x")
+    answer = b.add(Kind.DECODE, "answer", engine="llm", inputs={"x": x}, op=PromptDecode())
+    hit = engine_node(b, "lookup", "search", {"x": x})
+    bad = b.add(Kind.CALL, "parse", inputs={"hit": hit}, op=CallOp(explode, blocking=False))
+    b.output(b.add(Kind.AGGREGATE, "both", inputs={"a": answer, "b": bad}, op=GatherOp("list")))
+    failing = Template.from_graph(b.graph)
+
+    b = GraphBuilder()
+    x = b.input("x")
+    b.output(b.add(Kind.DECODE, "answer", engine="llm", inputs={"x": x}, op=PromptDecode()))
+    healthy = Template.from_graph(b.graph)
+
+    async def main():
+        llm = FakeLLMEngine(latency=10.0)
+        engines = {"llm": llm, "search": FakeEngine("search", latency=1.0)}
+        async with Runtime(engines) as rt:
+            outcomes = await asyncio.gather(
+                rt.run(failing, {"x": "bad"}, query_id="bad"),
+                rt.run(healthy, {"x": "good"}, query_id="good"),
+                return_exceptions=True,
+            )
+            return outcomes, llm
+
+    (bad_outcome, good_outcome), llm = virtual(main())
+    assert bad_outcome is boom
+    assert good_outcome == "reply to good"
+    assert [rid.split("/")[0] for rid in llm.aborted] == ["bad"]
+    assert [rid.split("/")[0] for rid in llm.stopped] == ["bad"]
+
+
+def test_cancelling_the_caller_aborts_the_llm_request(virtual):
+    b = GraphBuilder()
+    x = b.input("x")
+    b.output(b.add(Kind.DECODE, "answer", engine="llm", inputs={"x": x}, op=PromptDecode()))
+    template = Template.from_graph(b.graph)
+
+    async def main():
+        llm = FakeLLMEngine(latency=100.0)
+        async with Runtime({"llm": llm}) as rt:
+            caller = asyncio.create_task(rt.run(template, {"x": "q"}))
+            await asyncio.sleep(1.0)
+            assert len(llm.active) == 1
+            caller.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await caller
+            return llm, asyncio.get_running_loop().time()
+
+    llm, now = virtual(main())
+    assert len(llm.aborted) == 1 and not llm.active and llm.stopped == llm.aborted
+    assert now < 100.0
+
+
+def test_cancelling_a_streaming_query_aborts_the_stream(virtual):
+    b = GraphBuilder()
+    x = b.input("x")
+    words = b.add(Kind.PARTIAL_DECODE, "expand", engine="llm", inputs={"x": x}, attrs={"streams": True}, op=WordsDecode())
+    b.output(b.add(Kind.AGGREGATE, "flat", inputs={"w": words}, op=GatherOp("flatten")))
+    template = Template.from_graph(b.graph)
+
+    async def main():
+        llm = FakeLLMEngine(token_latency=1.0, reply=lambda r: " ".join(["w"] * 50))
+        async with Runtime({"llm": llm}) as rt:
+            assert await rt.run(Template.from_graph(b.graph), {"x": "q"}) == ["w"] * 50
+            caller = asyncio.create_task(rt.run(template, {"x": "q"}))
+            await asyncio.sleep(3.5)
+            caller.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await caller
+            return llm
+
+    llm = virtual(main())
+    assert len(llm.aborted) == 1 and not llm.active
+
+
+async def test_blocking_local_code_runs_in_a_worker_thread():
+    b = GraphBuilder()
+    x = b.input("x")
+    b.output(b.add(Kind.CALL, "where", inputs={"x": x}, op=CallOp(lambda x: threading.current_thread().name, blocking=True)))
+    async with Runtime({}) as rt:
+        assert (await rt.run(Template.from_graph(b.graph), {"x": 1})).startswith("accel-local")
+
+
+async def test_missing_engine_and_missing_input_are_typed_errors():
+    b = GraphBuilder()
+    x = b.input("x")
+    b.output(engine_node(b, "s", "search", {"x": x}))
+    template = Template.from_graph(b.graph)
+    async with Runtime({}) as rt:
+        with pytest.raises(EngineUnavailable, match="search"):
+            await rt.run(template, {"x": 1})
+    async with Runtime({"search": FakeEngine("search")}) as rt:
+        with pytest.raises(MissingInput):
+            await rt.run(template, {})
+        assert await rt.run(template, {"x": 1}) == "s"
+
+
+async def test_policies_all_compute_the_same_answer():
+    b = GraphBuilder()
+    x = b.input("x")
+    vecs = b.add(Kind.EMBED, "embed", engine="embed", inputs={"docs": x}, op=ItemsOp("docs"))
+    b.output(b.add(Kind.SEARCH, "search", engine="search", inputs={"v": vecs}, op=ItemsOp("v")))
+    template = Template.from_graph(b.graph)
+    answers = []
+    for policy in ("topology", "po", "to"):
+        engines = {"embed": FakeEngine("embed", compute=lambda r: r.upper()), "search": FakeEngine("search", compute=lambda r: r + "!")}
+        async with Runtime(engines, policy=policy, profiles={"embed": EngineLimits(max_batch_size=3)}) as rt:
+            answers.append(await asyncio.gather(*(rt.run(template, {"x": [f"d{q}{i}" for i in range(5)]}) for q in range(4))))
+    assert answers[0] == answers[1] == answers[2]
+    assert answers[0][1] == [f"D1{i}!" for i in range(5)]
