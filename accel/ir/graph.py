@@ -45,8 +45,10 @@ class Graph:
     def _mark_data(self, src: str, dst: str) -> None:
         self._g.add_edge(src, dst, data=True)
 
-    def add_edge(self, src: str, dst: str, *, data: bool = False) -> None:
-        """Add an edge. A data edge requires `dst` to read `src` through one of its ports."""
+    def add_edge(self, src: str, dst: str, *, data: bool = False, pinned: bool = False) -> None:
+        """Add an edge. A data edge requires `dst` to read `src` through one of its ports.
+        A `pinned` order edge is a deliberate dependency (a warm-up before the request that
+        uses it) that dependency pruning keeps."""
         for name in (src, dst):
             if name not in self._g:
                 raise GraphError(name, "edge endpoint is not in the graph", "add the node before its edges")
@@ -54,8 +56,9 @@ class Graph:
             raise GraphError(dst, f"data edge from {src!r} but no input port reads it", "bind a port with Ref")
         if self._g.has_edge(src, dst):
             self._g.edges[src, dst]["data"] |= data
+            self._g.edges[src, dst]["pinned"] = self._g.edges[src, dst].get("pinned", False) or pinned
         else:
-            self._g.add_edge(src, dst, data=data)
+            self._g.add_edge(src, dst, data=data, pinned=pinned)
 
     def remove_edge(self, src: str, dst: str) -> None:
         """Remove an order edge; data edges follow `Node.inputs` and cannot be removed here."""
@@ -106,6 +109,9 @@ class Graph:
         """All edges as (src, dst, is_data)."""
         for src, dst, data in self._g.edges(data="data"):
             yield src, dst, bool(data)
+
+    def is_pinned(self, src: str, dst: str) -> bool:
+        return bool(self._g.edges[src, dst].get("pinned")) if self._g.has_edge(src, dst) else False
 
     def is_data_edge(self, src: str, dst: str) -> bool:
         return bool(self._g.edges[src, dst].get("data")) if self._g.has_edge(src, dst) else False
@@ -190,8 +196,8 @@ class Graph:
         new = Graph()
         for name in self._g.nodes:
             new._g.add_node(name, node=self.node(name).replace())
-        for src, dst, data in self._g.edges(data="data"):
-            new._g.add_edge(src, dst, data=data)
+        for src, dst, attrs in self._g.edges(data=True):
+            new._g.add_edge(src, dst, **attrs)
         new.meta = {k: list(v) if isinstance(v, list) else v for k, v in self.meta.items()}
         return new
 

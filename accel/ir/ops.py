@@ -148,12 +148,14 @@ class PromptOp:
 class ItemsOp:
     """An itemwise engine primitive (Embed / Search / Rerank / Ingest): one request per
     element of `values[port]`, built by `request(item, values)` (identity when None); the
-    value is `output(values, results)` (the results list when None). Slicing `values[port]`
-    slices requests and output alike, which is what micro-batching relies on."""
+    value is `output(values, results)` (the results list when None). `elementwise` says that
+    running on a slice of `values[port]` gives that slice of the output (true for the results
+    list; set False for e.g. a top-n selection): micro-batching and pipelining rely on it."""
 
     port: str
     request: Callable[[Any, dict[str, Any]], Any] | None = None
     result: Callable[[dict[str, Any], list[Any]], Any] | None = None
+    elementwise: bool = True
 
     def requests(self, values: dict[str, Any]) -> list[Any]:
         items = values[self.port]

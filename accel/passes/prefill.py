@@ -1,0 +1,95 @@
+"""Pass 3, prefill split: warm the prefix cache with the ready part of a prompt.
+
+A prompt's parts (`attrs["prompt_parts"]`: static text and `Slot`s) are often partly ready at
+query start (instructions, the question) while later parts are still in flight (retrieved
+context). The longest ready prefix is prefilled early by a PartialPrefill: on stock vLLM a
+`max_tokens=1` request whose token ids are that prefix cut at a block boundary (`WarmupOp`),
+so the real request later hits the prefix cache. The Prefill becomes a FullPrefill that waits
+for the warm-up through a pinned order edge; the Decode is unchanged, so the engine sees the
+same prompt as without the pass.
+
+A slot is ready when its source needs no engine: no node at or above it is engine-bound.
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+
+from accel.ir.graph import Graph
+from accel.ir.kinds import Kind
+from accel.ir.node import Node
+from accel.ir.ops import DecodeOp, PromptPart, Slot, WarmupOp
+from accel.passes.registry import PassContext
+
+NAME = "prefill_split"
+
+
+def _ready_ports(graph: Graph, node: Node) -> set[str]:
+    ready = set()
+    for port, ref in node.inputs.items():
+        upstream = nx.ancestors(graph.nx, ref.node) | {ref.node}
+        if not any(graph.node(n).is_engine for n in upstream):
+            ready.add(port)
+    return ready
+
+
+def _ready_prefix(parts: list[PromptPart], ready: set[str]) -> tuple[list[PromptPart], bool]:
+    """The leading parts that are ready, and whether a late part follows them."""
+    for i, part in enumerate(parts):
+        if isinstance(part, Slot) and part.port not in ready:
+            return parts[:i], True
+    return parts, False
+
+
+def _decode_of(graph: Graph, prefill: str) -> Node | None:
+    for consumer, port in graph.readers(prefill):
+        node = graph.node(consumer)
+        if node.kind in (Kind.DECODE, Kind.PARTIAL_DECODE) and isinstance(node.op, DecodeOp) and node.op.port == port:
+            return node
+        inner = getattr(node.op, "inner", None)
+        if node.kind is Kind.PARTIAL_DECODE and isinstance(inner, DecodeOp) and inner.port == port:
+            return node
+    return None
+
+
+def prefill_split(graph: Graph, context: PassContext) -> Graph:
+    g = graph.copy()
+    for node in graph.nodes():
+        if node.kind is not Kind.PREFILL or "prompt_parts" not in node.attrs:
+            continue
+        decode = _decode_of(graph, node.name)
+        if decode is None:
+            continue
+        prefix, has_late = _ready_prefix(list(node.attrs["prompt_parts"]), _ready_ports(graph, node))
+        messages = node.attrs.get("messages") or ()
+        reason = (
+            "every part is ready at once" if not has_late
+            else "the first part is late" if not prefix
+            else "no tokenizer in the pass context" if context.tokenize is None
+            else "no chat template renderer in the pass context" if messages and context.render_chat is None
+            else None
+        )
+        if reason is not None:
+            g.note(NAME, f"{node.name} not split: {reason}")
+            continue
+        ports = {p.port for p in prefix if isinstance(p, Slot)}
+        warm = Node(
+            f"{node.name}#warm",
+            Kind.PARTIAL_PREFILL,
+            engine=decode.engine,
+            inputs={port: node.inputs[port] for port in sorted(ports)},
+            attrs={"prefix_parts": len(prefix), "warms": decode.name},
+            op=WarmupOp(
+                prefix=tuple(prefix),
+                tokenize=context.tokenize,
+                block_size=context.block_size,
+                safety_tail=context.safety_tail,
+                messages=tuple(messages),
+                render_chat=context.render_chat,
+            ),
+        )
+        g.add(warm)
+        g.replace(g.node(node.name).replace(kind=Kind.FULL_PREFILL))
+        g.add_edge(warm.name, node.name, pinned=True)
+        g.note(NAME, f"{node.name}: first {len(prefix)} prompt part(s) prefilled early by {warm.name}")
+    return g

@@ -1,0 +1,95 @@
+"""Pass registry and `optimize`: passes are plain functions `(graph, context) -> graph`.
+
+A pass never mutates its input: it starts from `graph.copy()` and returns the copy. `optimize`
+runs the registered passes in order (Teola Algorithm 1, GraphOpt), validates the result of
+each, records its name in `graph.meta["passes"]` and recomputes depths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from accel.ir.errors import GraphError, PassError
+from accel.ir.graph import Graph
+from accel.ir.ops import RenderChat, Tokenize
+
+
+@dataclass(frozen=True)
+class PassContext:
+    """What passes may know about the engines.
+
+    - `profiles`: engine name -> measured max efficient batch size (from engine profiling;
+      an engine without a profile is never stage-decomposed);
+    - `block_size`: the LLM engine's KV block size (prefix caching reuses whole blocks);
+    - `safety_tail`: tokens dropped from a warm-up prefix because they could merge with the
+      text that follows;
+    - `tokenize(text, add_special_tokens=...)` / `render_chat(messages)`: the LLM engine's own
+      (async) tokenizer and chat template, used at run time by prefix warm-ups. Without
+      `tokenize`, prefill splitting is skipped."""
+
+    profiles: Mapping[str, int] = field(default_factory=dict)
+    block_size: int = 16
+    safety_tail: int = 4
+    tokenize: Tokenize | None = None
+    render_chat: RenderChat | None = None
+
+
+PassFn = Callable[[Graph, PassContext], Graph]
+
+PASSES: dict[str, PassFn] = {}
+DEFAULT_ORDER: tuple[str, ...] = ("prune_dependencies", "stage_decompose", "prefill_split", "decode_pipeline")
+
+
+def register_pass(name: str, fn: PassFn, *, after: str | None = None, replace: bool = False) -> PassFn:
+    """Register `fn` under `name`, placed right after pass `after` in the registry order (at
+    the end when None). Re-registering a name needs `replace=True`."""
+    if name in PASSES and not replace:
+        raise PassError(None, f"pass {name!r} is already registered", "pick another name or pass replace=True")
+    if after is not None and after not in PASSES:
+        raise PassError(None, f"pass {name!r} is to run after unknown pass {after!r}", f"use one of {list(PASSES)}")
+    PASSES.pop(name, None)
+    if after is None:
+        PASSES[name] = fn
+        return fn
+    items = list(PASSES.items())
+    at = [n for n, _ in items].index(after) + 1
+    items.insert(at, (name, fn))
+    PASSES.clear()
+    PASSES.update(items)
+    return fn
+
+
+def unregister_pass(name: str) -> None:
+    PASSES.pop(name, None)
+
+
+def optimize(
+    graph: Graph,
+    passes: Iterable[str] | None = None,
+    disabled: Iterable[str] = (),
+    context: PassContext | None = None,
+) -> Graph:
+    """Run `passes` (default: every registered pass in registry order) minus `disabled`,
+    returning a new graph; the input graph is left unchanged."""
+    context = context or PassContext()
+    names = list(PASSES) if passes is None else list(passes)
+    skip = set(disabled)
+    unknown = [n for n in [*names, *skip] if n not in PASSES]
+    if unknown:
+        raise PassError(None, f"unknown pass(es) {unknown}", f"registered passes are {list(PASSES)}")
+    result = graph.copy()
+    for name in names:
+        if name in skip:
+            continue
+        before = result
+        result = PASSES[name](before, context)
+        if result is before:
+            raise PassError(None, f"pass {name!r} returned its input graph", "start the pass from graph.copy()")
+        try:
+            result.validate()
+        except GraphError as err:
+            raise PassError(err.node, f"pass {name!r} produced an invalid graph: {err.cause}", "fix the pass") from err
+        result.compute_depths()
+        result.meta["passes"].append(name)
+    return result

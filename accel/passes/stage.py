@@ -1,0 +1,114 @@
+"""Pass 2, stage decomposition: split an oversized batchable primitive into micro-batches.
+
+A batchable node whose input exceeds its engine's measured maximum efficient batch size
+(`context.profiles[engine]`; never a constant) is split into micro-batches of that size that
+pipeline with the downstream batchable nodes, micro-batch by micro-batch, plus an Aggregate.
+Without a batchable consumer there is nothing to overlap, and the node stays whole (its engine
+scheduler caps batch sizes anyway).
+
+- Size known from the configuration (`attrs["size"]`): explicit nodes `name#mb0..k` running
+  `SliceOp`s, with the downstream chain duplicated per micro-batch; the original names become
+  concatenating Aggregates, so every other reader is unchanged.
+- Size known only at run time: the node gets `attrs["micro_batch"] = m` and streams its slices
+  (see `accel.ir.ops`); downstream nodes are mapped onto it.
+"""
+
+from __future__ import annotations
+
+import math
+
+from accel.ir.graph import Graph
+from accel.ir.kinds import Kind
+from accel.ir.node import Node, Ref
+from accel.ir.ops import GatherOp, SliceOp
+from accel.passes.registry import PassContext
+from accel.passes.streams import is_elementwise, pipeline_from, pipelinable
+
+NAME = "stage_decompose"
+
+
+def stage_decompose(graph: Graph, context: PassContext) -> Graph:
+    g = graph.copy()
+    for name in graph.topo_order():
+        if name not in g:
+            continue
+        node = g.node(name)
+        if not is_elementwise(node) or node.streams or node.map_port or node.attrs.get("micro_batch_of"):
+            continue
+        limit = context.profiles.get(node.engine or "")
+        if limit is None:
+            continue
+        if limit < 1:
+            g.note(NAME, f"ignored profile {limit} for engine {node.engine} (must be >= 1)")
+            continue
+        if not any(pipelinable(g.node(c), p, name) for c, p in g.readers(name)):
+            g.note(NAME, f"{name} left whole: no batchable consumer to pipeline with")
+            continue
+        size = node.attrs.get("size")
+        if size is None:
+            _micro_batch_at_run_time(g, node, limit)
+        elif size > limit:
+            _explicit_micro_batches(g, node, limit, size)
+    return g
+
+
+def _micro_batch_at_run_time(g: Graph, node: Node, limit: int) -> None:
+    port = node.batch_port
+    g.replace(node.replace(attrs={**node.attrs, "micro_batch": limit, "batch_port": port, "streams": True}))
+    g.note(NAME, f"{node.name} runs in micro-batches of {limit} (profile of {node.engine})")
+    pipeline_from(g, node.name, NAME)
+
+
+def _explicit_micro_batches(g: Graph, head: Node, limit: int, size: int) -> None:
+    port = head.batch_port
+    bounds = [(a, min(a + limit, size)) for a in range(0, size, limit)]
+    # parts[name] = names of that node's per-micro-batch copies, in order
+    parts: dict[str, list[str]] = {}
+    parts[head.name] = []
+    for j, (a, b) in enumerate(bounds):
+        copy = head.replace(
+            name=f"{head.name}#mb{j}",
+            op=SliceOp(head.op, port, a, b),
+            attrs={**head.attrs, "size": b - a, "micro_batch_of": head.name},
+        )
+        g.add(copy)
+        parts[head.name].append(copy.name)
+    chain = [head.name]
+    i = 0
+    while i < len(chain):
+        source = chain[i]
+        i += 1
+        for consumer, cport in g.readers(source):
+            node = g.node(consumer)
+            if consumer in parts or not pipelinable(node, cport, source):
+                continue
+            parts[consumer] = []
+            for j, src_part in enumerate(parts[source]):
+                a, b = bounds[j]
+                copy = node.replace(
+                    name=f"{consumer}#mb{j}",
+                    inputs={**node.inputs, cport: Ref(src_part)},
+                    attrs={**node.attrs, "size": b - a, "micro_batch_of": consumer},
+                )
+                g.add(copy)
+                parts[consumer].append(copy.name)
+            chain.append(consumer)
+    for name in chain:
+        _become_aggregate(g, name, parts[name])
+    for name in chain:
+        if not g.succs(name):
+            g.remove(name)
+    g.note(NAME, f"{head.name} ({size} items) split into {len(bounds)} micro-batches of <= {limit}, pipelined through {chain[1:] or 'nothing'}")
+
+
+def _become_aggregate(g: Graph, name: str, part_names: list[str]) -> None:
+    """Replace `name` by an Aggregate concatenating its micro-batch copies; incoming order
+    edges move to every copy."""
+    for pred in g.preds(name):
+        if not g.is_data_edge(pred, name):
+            for part in part_names:
+                g.add_edge(pred, part, pinned=g.is_pinned(pred, name))
+            g.remove_edge(pred, name)
+    inputs = {f"part{j}": Ref(p) for j, p in enumerate(part_names)}
+    old = g.node(name)
+    g.replace(Node(name, Kind.AGGREGATE, inputs=inputs, attrs={"concat_of": old.kind.value}, op=GatherOp("concat")))
