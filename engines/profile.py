@@ -1,0 +1,264 @@
+"""Measured batching profiles of engines: how throughput grows with batch size.
+
+The runtime's stage decomposition and batch limits need each engine's *max efficient batch*:
+past it a bigger batch only adds latency. It depends on the engine, the machine and the input
+length (short queries batch far better than 256-token chunks on a CPU), so it is measured, not
+configured, and saved as JSON under `<ACCEL_HOME>/profiles/` for the runtime to read.
+
+`python -m accel.engines.profile` profiles the default embedder and reranker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import functools
+import json
+import os
+import re
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from accel.config import settings
+from accel.engines.base import Engine
+from accel.engines.errors import InvalidRequest
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+DEFAULT_BATCH_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128)
+DEFAULT_TOLERANCE = 0.10
+
+
+@dataclass(frozen=True)
+class ProfilePoint:
+    """One batch size: items per second and the median wall time of one `run(batch)`."""
+
+    batch_size: int
+    throughput: float
+    latency_s: float
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    engine: str
+    label: str
+    points: list[ProfilePoint]
+    max_efficient_batch: int
+
+    @property
+    def speedup(self) -> float:
+        """Throughput at the max efficient batch over throughput at batch size 1."""
+        by_size = {point.batch_size: point.throughput for point in self.points}
+        if 1 not in by_size:
+            raise InvalidRequest("profile", f"{self.engine}/{self.label} has no batch-size-1 point",
+                                 "include 1 in batch_sizes")
+        return by_size[self.max_efficient_batch] / by_size[1]
+
+    @staticmethod
+    def default_path(engine: str, label: str) -> Path:
+        safe = "--".join(part for part in engine.split("/") if part)
+        return settings().profiles_dir / f"{safe}-{label}.json"
+
+    def save(self, path: Path | None = None) -> Path:
+        """Write atomically (temporary file, then rename) so readers never see half a profile."""
+        path = Path(path) if path is not None else self.default_path(self.engine, self.label)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staging = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        staging.write_text(json.dumps(asdict(self), indent=2))
+        os.replace(staging, path)
+        return path
+
+    @classmethod
+    def load(cls, path: Path) -> EngineProfile:
+        try:
+            data = json.loads(Path(path).read_text())
+            points = [ProfilePoint(**point) for point in data["points"]]
+            return cls(data["engine"], data["label"], points, int(data["max_efficient_batch"]))
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise InvalidRequest(
+                "profile", f"{path} is not a readable engine profile ({type(err).__name__}: {err})",
+                "delete it and run `python -m accel.engines.profile` again",
+            ) from err
+
+
+def choose_max_efficient_batch(points: Sequence[ProfilePoint], tolerance: float = DEFAULT_TOLERANCE) -> int:
+    """The smallest batch size whose throughput is within `tolerance` (10%) of the best measured.
+
+    Past that size throughput has stopped growing (within measurement noise), so a larger
+    batch only makes its items wait longer.
+    """
+    if not points:
+        raise InvalidRequest("profile", "no profile points to choose from", "measure at least one batch size")
+    best = max(point.throughput for point in points)
+    return min(point.batch_size for point in points if point.throughput >= (1.0 - tolerance) * best)
+
+
+async def profile_engine(
+    engine: Engine[Any, Any],
+    make_batch: Callable[[int], Sequence[Any]],
+    batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES,
+    *,
+    label: str,
+    repeats: int = 3,
+    warmup: int = 1,
+    tolerance: float = DEFAULT_TOLERANCE,
+    progress: Progress | None = None,
+) -> EngineProfile:
+    """Time `engine.run(make_batch(n))` for each batch size: `warmup` untimed calls, then the
+    median of `repeats` timed calls. Sizes are measured in increasing order."""
+    sizes = sorted(set(batch_sizes))
+    if not sizes or sizes[0] < 1 or repeats < 1 or warmup < 0:
+        raise InvalidRequest("profile", f"batch_sizes={batch_sizes}, repeats={repeats}, warmup={warmup}",
+                             "pass positive batch sizes, repeats >= 1 and warmup >= 0")
+    task = None
+    if progress is not None:
+        task = progress.add_task(f"{engine.name}/{label}", total=len(sizes) * (warmup + repeats))
+    await engine.start()
+    points = []
+    for size in sizes:
+        batch = make_batch(size)
+        if len(batch) != size:
+            raise InvalidRequest("profile", f"make_batch({size}) returned {len(batch)} items",
+                                 "return exactly the requested number of items")
+        timings = []
+        for attempt in range(warmup + repeats):
+            began = time.perf_counter()
+            await engine.run(batch)
+            if attempt >= warmup:
+                timings.append(time.perf_counter() - began)
+            if progress is not None and task is not None:
+                progress.advance(task)
+        latency = statistics.median(timings)
+        points.append(ProfilePoint(size, size / latency, latency))
+    return EngineProfile(engine.name, label, points, choose_max_efficient_batch(points, tolerance))
+
+
+def load_max_batches(directory: Path | None = None) -> dict[str, int]:
+    """Batch limits from saved profiles, for the runtime's engine schedulers.
+
+    Keys are `"<engine>/<label>"` for each profile, and `"<engine>"` with the smallest limit
+    over its labels (past it, at least one measured workload stops gaining). No profiles: {}.
+    """
+    directory = Path(directory) if directory is not None else settings().profiles_dir
+    limits: dict[str, int] = {}
+    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+        profile = EngineProfile.load(path)
+        limits[f"{profile.engine}/{profile.label}"] = profile.max_efficient_batch
+        limits[profile.engine] = min(limits.get(profile.engine, profile.max_efficient_batch),
+                                     profile.max_efficient_batch)
+    return limits
+
+
+# ---- the standard input sets, cut from the pydoc corpus ----------------------------------
+
+_SENTENCE_END = re.compile(r"(?<=[.?!])\s+(?=[A-Z])")
+_PLAIN_WORD = re.compile(r"[A-Za-z][a-z]*[,.;:]?")
+CHUNK_TOKENS = 256
+
+
+@functools.cache
+def _corpus() -> tuple[str, ...]:
+    from accel.engines.offline.corpus import stdlib_docs
+
+    return tuple(doc.text for doc in stdlib_docs())
+
+
+@functools.cache
+def _sentences() -> tuple[tuple[str, ...], ...]:
+    """Docstring sentences of at least 8 words, nearly all of them plain English words."""
+    found = []
+    for text in _corpus():
+        for sentence in _SENTENCE_END.split(" ".join(text.split())):
+            words = tuple(sentence.split())
+            plain = sum(1 for word in words if _PLAIN_WORD.fullmatch(word))
+            if len(words) >= 8 and plain >= 0.9 * len(words):
+                found.append(words)
+    return tuple(found)
+
+
+def query_texts(n: int) -> list[str]:
+    """`n` query-length texts: the first 8 to 16 words of docstring sentences, in corpus order,
+    the same on every call."""
+    sentences = _sentences()
+    return [" ".join(sentences[i % len(sentences)][:8 + (i * 5) % 9]) for i in range(n)]
+
+
+@functools.cache
+def _chunks() -> tuple[str, ...]:
+    from tokenizers import Tokenizer
+
+    from accel.engines.embeddings import packaged_minilm_path
+
+    tokenizer = Tokenizer.from_file(str(packaged_minilm_path() / "tokenizer.json"))
+    tokenizer.no_truncation()  # the packaged file truncates at 128 tokens; pages are cut here
+    tokenizer.no_padding()
+    budget = CHUNK_TOKENS - 2  # [CLS] and [SEP]
+    chunks = []
+    for text in _corpus():
+        encoding = tokenizer.encode(text, add_special_tokens=False)
+        word_starts = [i for i, token in enumerate(encoding.tokens) if not token.startswith("##")]
+        begin = 0
+        while begin + budget < len(encoding.tokens):  # the short tail of a page is dropped
+            cut = word_starts[bisect.bisect_right(word_starts, begin + budget) - 1]
+            cut = cut if cut > begin else begin + budget  # one word longer than the budget
+            piece = text[encoding.offsets[begin][0]:encoding.offsets[cut - 1][1]]
+            chunks.append(" ".join(piece.split()))
+            begin = cut
+    return tuple(chunks)
+
+
+def chunk_texts(n: int) -> list[str]:
+    """`n` chunk-length texts (about 256 MiniLM tokens, [CLS]/[SEP] included), the same on every
+    call; consecutive pieces of the pydoc pages, cut at word boundaries."""
+    chunks = _chunks()
+    return [chunks[i % len(chunks)] for i in range(n)]
+
+
+# ---- measuring the default engines --------------------------------------------------------
+
+
+async def profile_default_engines(
+    batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES, *, progress: Progress | None = None
+) -> list[EngineProfile]:
+    """Profile the packaged MiniLM embedder (query- and chunk-length texts) and the offline
+    reranker (query, chunk) pairs, and save each profile to its default path."""
+    from accel.engines.embeddings import SentenceTransformerEmbedder
+    from accel.engines.reranker import CrossEncoderReranker
+
+    profiles = []
+    async with SentenceTransformerEmbedder(max_batch=max(batch_sizes)) as embedder:
+        profiles.append(await profile_engine(embedder, query_texts, batch_sizes, label="query", progress=progress))
+        profiles.append(await profile_engine(embedder, chunk_texts, batch_sizes, label="chunk", progress=progress))
+    async with CrossEncoderReranker(max_batch=max(batch_sizes)) as reranker:
+        def pairs(n: int) -> list[tuple[str, str]]:
+            return list(zip(query_texts(n), chunk_texts(n), strict=True))
+
+        profiles.append(await profile_engine(reranker, pairs, batch_sizes, label="pairs", progress=progress))
+    for profile in profiles:
+        profile.save()
+    return profiles
+
+
+def _main() -> None:
+    from rich.console import Console
+    from rich.progress import Progress
+    from rich.table import Table
+
+    with Progress() as progress:
+        profiles = asyncio.run(profile_default_engines(progress=progress))
+    table = Table("engine", "input", "batch", "items/s", "latency s", "max efficient", "speedup")
+    for profile in profiles:
+        for point in profile.points:
+            mark = "*" if point.batch_size == profile.max_efficient_batch else ""
+            table.add_row(profile.engine, profile.label, str(point.batch_size), f"{point.throughput:.1f}",
+                          f"{point.latency_s:.3f}", mark, f"{profile.speedup:.1f}x" if mark else "")
+    Console().print(table)
+
+
+if __name__ == "__main__":
+    _main()
