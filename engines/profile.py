@@ -170,14 +170,14 @@ def _corpus() -> tuple[str, ...]:
 
 @functools.cache
 def _sentences() -> tuple[tuple[str, ...], ...]:
-    """Docstring sentences of at least 8 words, nearly all of them plain English words."""
-    found = []
+    """Distinct docstring sentences of at least 8 words, nearly all plain English words."""
+    found: dict[tuple[str, ...], None] = {}  # insertion-ordered set: inherited docstrings repeat
     for text in _corpus():
         for sentence in _SENTENCE_END.split(" ".join(text.split())):
             words = tuple(sentence.split())
             plain = sum(1 for word in words if _PLAIN_WORD.fullmatch(word))
             if len(words) >= 8 and plain >= 0.9 * len(words):
-                found.append(words)
+                found.setdefault(words)
     return tuple(found)
 
 
