@@ -1,0 +1,84 @@
+"""`accel up`, `accel down`, `accel doctor` and `accel demo`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+
+console = Console(stderr=True)
+out = Console()
+
+
+def up(as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout.")) -> None:
+    """Start the embedded local stack: Postgres + pgvector and a vLLM OpenAI server."""
+    from accel.engines import stack
+
+    with console.status("starting the local stack") as status:
+        info = asyncio.run(stack.up(report=lambda msg: status.update(msg)))
+    if as_json:
+        out.print_json(json.dumps(info.to_json()))
+        return
+    table = Table(title="accel local stack", show_header=False)
+    for key, value in info.to_json().items():
+        if value is not None:
+            table.add_row(key, str(value))
+    out.print(table)
+    out.print(f"LangChain: ChatOpenAI(base_url='{info.openai_base_url}', model='{info.model}', api_key='EMPTY')")
+    out.print(f"Postgres:  psycopg.connect('{info.pg_dsn}')")
+    out.print("Stop it with `accel down`.")
+
+
+def down() -> None:
+    """Stop what `accel up` started (never a server named by ACCEL_PG_DSN / ACCEL_OPENAI_BASE_URL)."""
+    from accel.engines import stack
+
+    with console.status("stopping the local stack") as status:
+        stopped = stack.down(report=lambda msg: status.update(msg))
+    out.print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
+
+
+def doctor(as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout.")) -> None:
+    """Check every engine with one real request; exit 1 if any is not ok."""
+    from accel.engines.doctor import check_all
+    from accel.engines.stack import read_state
+
+    info = read_state()
+    with console.status("checking engines") as status:
+
+        def show(health) -> None:
+            mark = "[green]ok[/]" if health.ok else "[red]error[/]"
+            console.print(f"{mark} {health.engine}: {health.detail}")
+            status.update("checking engines")
+
+        results = asyncio.run(check_all(info, on_result=None if as_json else show))
+    ok = all(h.ok for h in results)
+    if as_json:
+        report = {
+            "ok": ok,
+            "engines": {h.engine: {"ok": h.ok, "detail": h.detail, "latency_s": h.latency_s} for h in results},
+        }
+        out.print_json(json.dumps(report))
+    if not ok:
+        raise typer.Exit(1)
+
+
+def demo(keep: bool = typer.Option(False, "--keep", help="Leave the stack running afterwards.")) -> None:
+    """Start the local stack, send one real request through every engine, print what happened."""
+    from accel.engines import stack
+
+    from .demo import run_demo
+
+    was_up = stack.read_state() is not None
+    with console.status("starting the local stack") as status:
+        info = asyncio.run(stack.up(report=lambda msg: status.update(msg)))
+    try:
+        asyncio.run(run_demo(info, out))
+    finally:
+        if not keep and not was_up:
+            with console.status("stopping the local stack"):
+                stack.down()

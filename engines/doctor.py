@@ -1,0 +1,71 @@
+"""Health of every engine of the local stack, each checked with one real request."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+from .base import Engine, Health
+from .stack import StackInfo
+
+ENGINE_NAMES = ("llm", "vectordb", "embed", "rerank", "search")
+
+
+def make_engines(info: StackInfo | None, *, embed_model: str | None = None, rerank_model: str | None = None) -> dict[str, Callable[[], Engine]]:
+    """Factories for the stack's engines; a missing stack leaves the LLM and DB unconfigured."""
+    from .embeddings import SentenceTransformerEmbedder
+    from .llm.openai_client import OpenAIServerEngine
+    from .reranker import CrossEncoderReranker
+    from .search import BM25Backend, SearchEngine
+    from .vectordb.engine import PgVectorEngine
+
+    factories: dict[str, Callable[[], Engine]] = {
+        "embed": lambda: SentenceTransformerEmbedder(embed_model or (info.embed_model if info else None)),
+        "rerank": lambda: CrossEncoderReranker(rerank_model or (info.rerank_model if info else None)),
+        "search": lambda: SearchEngine(BM25Backend()),
+    }
+    if info is not None:
+        factories["llm"] = lambda: OpenAIServerEngine(info.openai_base_url, info.model)
+        factories["vectordb"] = lambda: PgVectorEngine(info.pg_dsn)
+    return factories
+
+
+async def _check(name: str, factory: Callable[[], Engine] | None, timeout_s: float) -> Health:
+    if factory is None:
+        return Health(name, False, "not running: start the local stack with `accel up`")
+    start = time.perf_counter()
+    engine: Engine | None = None
+    try:
+        engine = factory()
+        await asyncio.wait_for(engine.start(), timeout_s)
+        health = await asyncio.wait_for(engine.health(), timeout_s)
+        return Health(name, health.ok, health.detail, time.perf_counter() - start)
+    except Exception as exc:  # a doctor reports every failure instead of raising the first
+        return Health(name, False, f"{type(exc).__name__}: {exc}", time.perf_counter() - start)
+    finally:
+        if engine is not None:
+            try:
+                await engine.stop()
+            except Exception:
+                pass
+
+
+async def check_all(
+    info: StackInfo | None,
+    *,
+    timeout_s: float = 120.0,
+    on_result: Callable[[Health], Awaitable[None] | None] | None = None,
+) -> list[Health]:
+    """Check the engines one after another (they share two cores; parallel checks would only
+    make each look slower) and return one Health per engine, in ENGINE_NAMES order."""
+    factories = make_engines(info)
+    results = []
+    for name in ENGINE_NAMES:
+        health = await _check(name, factories.get(name), timeout_s)
+        results.append(health)
+        if on_result is not None:
+            maybe = on_result(health)
+            if maybe is not None:
+                await maybe
+    return results

@@ -1,0 +1,149 @@
+"""The embedded local stack behind `accel up` / `accel down`: Postgres + pgvector and a vLLM
+OpenAI-compatible server, plus the model paths the embedder and reranker use.
+
+What `up` started is recorded in a state file so that `down`, run from another process, stops
+exactly that and nothing a user pointed us at (ACCEL_PG_DSN, ACCEL_OPENAI_BASE_URL).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from accel.config import Settings, settings as current_settings
+
+from .errors import EngineError
+
+Report = Callable[[str], None]
+
+
+@dataclass
+class StackInfo:
+    openai_base_url: str
+    model: str
+    pg_dsn: str
+    embed_model: str
+    rerank_model: str
+    server_pid: int | None = None
+    server_log: str | None = None
+    pg_dir: str | None = None  # set when `up` started the embedded Postgres
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+def resolve_models(cfg: Settings, report: Report = _quiet) -> tuple[str, str, str]:
+    """(llm, embedder, reranker) model specs; builds the offline defaults when needed."""
+    from .embeddings import packaged_minilm_path
+    from .offline.llm import resolve_llm
+    from .offline.reranker import resolve_reranker
+
+    report("resolving the LLM" + ("" if cfg.llm_model else f" (offline '{cfg.llm_size}' model)"))
+    llm = resolve_llm(cfg.llm_model, size=cfg.llm_size)
+    embed = cfg.embed_model or str(packaged_minilm_path())
+    report("resolving the reranker")
+    rerank = resolve_reranker(cfg.rerank_model)
+    return llm, embed, rerank
+
+
+def read_state(cfg: Settings | None = None) -> StackInfo | None:
+    cfg = cfg or current_settings()
+    try:
+        return StackInfo(**json.loads(cfg.stack_state.read_text()))
+    except FileNotFoundError:
+        return None
+
+
+def _pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+async def up(cfg: Settings | None = None, *, report: Report = _quiet, max_model_len: int = 4096) -> StackInfo:
+    """Start what is not running yet and return how to reach it. Idempotent."""
+    from .llm.server import launch_server
+    from .vectordb.server import start_local_postgres
+
+    cfg = cfg or current_settings()
+    state = read_state(cfg)
+    if state and (state.server_pid is None or _pid_alive(state.server_pid)):
+        report("stack already up")
+        return state
+
+    llm, embed, rerank = resolve_models(cfg, report)
+    if cfg.pg_dsn:
+        report("using Postgres at ACCEL_PG_DSN")
+        dsn, pg_dir = cfg.pg_dsn, None
+    else:
+        report(f"starting embedded Postgres + pgvector in {cfg.pg_dir}")
+        dsn, pg_dir = start_local_postgres(cfg.pg_dir), str(cfg.pg_dir)
+
+    if cfg.openai_base_url:
+        report("using the vLLM server at ACCEL_OPENAI_BASE_URL")
+        base_url, pid, log = cfg.openai_base_url, None, None
+    else:
+        report("starting the vLLM OpenAI server (about 2 minutes on CPU)")
+        log_path = cfg.home / "logs" / "vllm-server.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            handle = await launch_server(llm, max_model_len=max_model_len, log_path=log_path)
+        except BaseException:
+            if pg_dir:
+                from .vectordb.server import stop_local_postgres
+
+                stop_local_postgres(Path(pg_dir))
+            raise
+        base_url, pid, log = handle.base_url, handle.pid, str(handle.log_path)
+
+    info = StackInfo(base_url, llm, dsn, embed, rerank, server_pid=pid, server_log=log, pg_dir=pg_dir)
+    cfg.stack_state.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cfg.stack_state.with_suffix(".tmp")
+    tmp.write_text(json.dumps(info.to_json(), indent=2))
+    tmp.replace(cfg.stack_state)
+    return info
+
+
+def down(cfg: Settings | None = None, *, report: Report = _quiet) -> list[str]:
+    """Stop what `up` started; returns what was stopped."""
+    from .llm.server import stop_pid
+    from .vectordb.server import stop_local_postgres
+
+    cfg = cfg or current_settings()
+    state = read_state(cfg)
+    stopped: list[str] = []
+    if state is None:
+        report("nothing to stop")
+        return stopped
+    errors: list[str] = []
+    if state.server_pid and _pid_alive(state.server_pid):
+        report(f"stopping the vLLM server (pid {state.server_pid})")
+        try:
+            stop_pid(state.server_pid)
+            stopped.append("vllm-server")
+        except Exception as exc:  # keep going: Postgres must still be stopped
+            errors.append(f"vllm-server: {exc}")
+    if state.pg_dir:
+        report("stopping embedded Postgres")
+        try:
+            stop_local_postgres(Path(state.pg_dir))
+            stopped.append("postgres")
+        except Exception as exc:
+            errors.append(f"postgres: {exc}")
+    cfg.stack_state.unlink(missing_ok=True)
+    if errors:
+        raise EngineError("stack", "; ".join(errors), "stop the processes by hand (see `accel doctor`)")
+    return stopped
