@@ -37,4 +37,5 @@ def decode_pipeline(graph: Graph, context: PassContext) -> Graph:
         g.replace(streaming)
         g.note(NAME, f"{node.name} decodes as a stream of {split} items")
         pipeline_from(g, node.name, NAME)
+    g.compute_depths()
     return g

@@ -92,4 +92,5 @@ def prefill_split(graph: Graph, context: PassContext) -> Graph:
         g.replace(g.node(node.name).replace(kind=Kind.FULL_PREFILL))
         g.add_edge(warm.name, node.name, pinned=True)
         g.note(NAME, f"{node.name}: first {len(prefix)} prompt part(s) prefilled early by {warm.name}")
+    g.compute_depths()
     return g

