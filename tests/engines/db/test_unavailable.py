@@ -56,6 +56,6 @@ async def test_server_dying_under_a_started_engine(scratch_dir: Path) -> None:
                 began = time.perf_counter()
                 with pytest.raises(EngineUnavailable):
                     await engine.run([VectorQuery([1.0, 0.0], 1, "doomed")])
-                assert time.perf_counter() - began < 10
+                assert time.perf_counter() - began < 20  # a bound against hanging, not a benchmark
     finally:
         stop_local_postgres(data_dir)
