@@ -12,9 +12,16 @@ from __future__ import annotations
 
 import os
 import subprocess
+import warnings
 from pathlib import Path
 
 import psycopg
+
+with warnings.catch_warnings():  # importing pgserver notes that XDG_RUNTIME_DIR is unset: harmless
+    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR")
+    from pgserver import PostgresServer
+    from pgserver._commands import pg_ctl
+    from pgserver.utils import PostmasterInfo
 
 from accel.config import settings
 from accel.engines.errors import EngineUnavailable
@@ -43,8 +50,6 @@ def start_local_postgres(data_dir: Path | str | None = None) -> str:
 
 
 def _start(pgdata: Path) -> str:
-    from pgserver import PostgresServer
-
     pgdata.mkdir(parents=True, exist_ok=True)
     try:
         server = PostgresServer(pgdata, cleanup_mode=None)
@@ -59,8 +64,6 @@ def _start(pgdata: Path) -> str:
 
 def local_postgres_dsn(data_dir: Path | str | None = None) -> str | None:
     """The DSN of the embedded server if it is running, else None. Starts nothing."""
-    from pgserver.utils import PostmasterInfo
-
     info = PostmasterInfo.read_from_pgdata(_data_dir(data_dir))
     if info is None or not info.is_running() or info.status != "ready":
         return None
@@ -69,9 +72,6 @@ def local_postgres_dsn(data_dir: Path | str | None = None) -> str | None:
 
 def stop_local_postgres(data_dir: Path | str | None = None) -> None:
     """Stop the embedded server in `data_dir` (from any process). A stopped server is a no-op."""
-    from pgserver._commands import pg_ctl
-    from pgserver.utils import PostmasterInfo
-
     pgdata = _data_dir(data_dir)
     info = PostmasterInfo.read_from_pgdata(pgdata)
     if info is None or not info.is_running():
