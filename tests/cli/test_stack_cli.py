@@ -1,0 +1,83 @@
+"""`accel up --json` / `accel doctor --json` / `accel down` from .venv/bin/accel, on the real
+embedded stack (pgserver Postgres + a vLLM OpenAI server on the tiny offline model)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import psycopg
+import pytest
+
+ACCEL = str(Path(sys.executable).with_name("accel"))
+pytestmark = [pytest.mark.engines, pytest.mark.slow]
+
+
+def _run(args: list[str], env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([ACCEL, *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def stack_env() -> dict[str, str]:
+    from accel.engines.offline.llm import build_llm
+    from accel.engines.offline.reranker import build_reranker
+
+    env = dict(os.environ)
+    # Not under pytest's tmp_path: pgserver runs Postgres as its own user, and pytest resets
+    # /tmp/pytest-of-<user> to mode 0700 on every run.
+    env["ACCEL_HOME"] = tempfile.mkdtemp(prefix="accel-cli-")
+    env["ACCEL_LLM_MODEL"] = str(build_llm("tiny"))  # built once in the default cache
+    env["ACCEL_RERANK_MODEL"] = str(build_reranker())
+    for var in ("ACCEL_PG_DSN", "ACCEL_OPENAI_BASE_URL"):
+        env.pop(var, None)
+    return env
+
+
+def test_up_doctor_down(stack_env):
+    up = _run(["up", "--json"], stack_env)
+    assert up.returncode == 0, up.stderr[-3000:]
+    try:
+        info = json.loads(up.stdout)
+        for key in ("openai_base_url", "model", "pg_dsn", "embed_model", "rerank_model"):
+            assert info[key], key
+        assert info["openai_base_url"].startswith("http://127.0.0.1:")
+        with psycopg.connect(info["pg_dsn"]) as conn:
+            assert conn.execute("SELECT extname FROM pg_extension WHERE extname = 'vector'").fetchone()
+
+        again = _run(["up", "--json"], stack_env)  # idempotent: same stack, nothing new started
+        assert again.returncode == 0 and json.loads(again.stdout) == info
+
+        doctor = _run(["doctor", "--json"], stack_env)
+        report = json.loads(doctor.stdout)
+        assert doctor.returncode == 0, report
+        assert set(report["engines"]) == {"llm", "vectordb", "embed", "rerank", "search"}
+        assert all(e["ok"] for e in report["engines"].values()), report
+    finally:
+        down = _run(["down"], stack_env)
+    assert down.returncode == 0, down.stderr[-3000:]
+    assert "vllm-server" in down.stdout and "postgres" in down.stdout
+    with pytest.raises(ProcessLookupError):
+        os.kill(info["server_pid"], 0)
+    with pytest.raises(psycopg.OperationalError):
+        psycopg.connect(info["pg_dsn"], connect_timeout=3)
+
+
+def test_doctor_without_stack_reports_per_engine_errors(stack_env, tmp_path):
+    env = dict(stack_env, ACCEL_HOME=str(tmp_path))
+    doctor = _run(["doctor", "--json"], env)
+    report = json.loads(doctor.stdout)
+    assert doctor.returncode == 1
+    assert report["engines"]["embed"]["ok"] and report["engines"]["rerank"]["ok"]
+    for name in ("llm", "vectordb"):
+        assert not report["engines"][name]["ok"]
+        assert "accel up" in report["engines"][name]["detail"]
+
+
+def test_down_without_stack_is_a_no_op(stack_env, tmp_path):
+    down = _run(["down"], dict(stack_env, ACCEL_HOME=str(tmp_path)))
+    assert down.returncode == 0
+    assert "nothing was running" in down.stdout
