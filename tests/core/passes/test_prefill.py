@@ -86,7 +86,14 @@ def minilm_tokenizer() -> Tokenizer:
     return tok
 
 
-@pytest.mark.parametrize("make", [bpe_tokenizer, minilm_tokenizer])
+def offline_llm_tokenizer() -> Tokenizer:
+    """The byte-level BPE of accel's offline LLM (the tokenizer vLLM uses for it)."""
+    from accel.engines.offline.llm import build_llm
+
+    return Tokenizer.from_file(str(build_llm("tiny") / "tokenizer.json"))
+
+
+@pytest.mark.parametrize("make", [bpe_tokenizer, minilm_tokenizer, offline_llm_tokenizer])
 async def test_warmup_ids_are_a_block_aligned_prefix_of_the_full_prompt(make):
     tok = make()
 
@@ -118,3 +125,27 @@ async def test_chat_prompt_is_cut_at_the_sentinel(fake_ctx):
     full = await fake_ctx.render_chat(after.node("answer.prefill").op.compute({"question": "which?", "context": "LATE"}))
     assert full.startswith(text) and "which?" in text and "LATE" not in text
     assert "\x00" not in text
+
+
+async def test_chat_warmup_with_the_offline_llm_chat_template():
+    """With a real chat template the warm-up ids are a block-aligned prefix of the ids of the
+    full rendered conversation."""
+    from transformers import AutoTokenizer
+
+    from accel.engines.offline.llm import build_llm
+
+    hf = AutoTokenizer.from_pretrained(str(build_llm("tiny")))
+
+    async def render_chat(messages):
+        return hf.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    async def tokenize(text, *, add_special_tokens=True):
+        return hf(text, add_special_tokens=add_special_tokens)["input_ids"]
+
+    graph = prefill_split(rag_prompt_graph(chat=True), PassContext(block_size=16, tokenize=tokenize, render_chat=render_chat))
+    values = {"question": "which document is shortest?"}
+    requests = await graph.node("answer.prefill#warm").op.requests(values)
+    messages = graph.node("answer.prefill").op.compute({**values, "context": "gamma | alpha beta"})
+    full = await tokenize(await render_chat(messages), add_special_tokens=False)
+    ids = requests[0].prompt_token_ids
+    assert len(ids) >= 16 and len(ids) % 16 == 0 and ids == full[: len(ids)]
