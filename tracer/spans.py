@@ -50,7 +50,7 @@ def query_span(tracer: trace.Tracer, query_id: str, **attributes: Any) -> Iterat
 
 @contextmanager
 def primitive_span(
-    tracer: trace.Tracer,
+    tracer: trace.Tracer | None,
     parent: otel_context.Context | None,
     *,
     query_id: str,
@@ -58,7 +58,11 @@ def primitive_span(
     kind: str,
     engine: str | None,
 ) -> Iterator[trace.Span]:
-    """A span for one primitive execution (the node, from ready to value)."""
+    """A span for one primitive execution (the node, from ready to value). `tracer=None`
+    means the query span is not recorded (no SDK, or sampled out): then nothing is created."""
+    if tracer is None:
+        yield trace.INVALID_SPAN
+        return
     attrs = {QUERY_ID: query_id, NODE: node, KIND: kind}
     if engine is not None:
         attrs[ENGINE] = engine

@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import itertools
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from typing import Any
@@ -20,7 +21,7 @@ from accel.engines.base import Engine, GenerationChunk, GenerationRequest, LLMEn
 from accel.engines.errors import EngineError, EngineUnavailable, InvalidRequest
 from accel.runtime.limits import EngineLimits
 from accel.runtime.policies import get_policy
-from accel.runtime.task import EngineTask, Slice
+from accel.runtime.task import EngineTask, Slice, TaskQueue
 
 
 class _Call:
@@ -53,11 +54,12 @@ class EngineScheduler:
         self.limits = limits or EngineLimits()
         self._clock = clock
         self._llm = isinstance(engine, LLMEngine)
-        self._queue: dict[EngineTask, None] = {}
+        self._queue = TaskQueue()
         self._queued = 0
         self._running = 0
         self._wake = asyncio.Event()
-        self._space = asyncio.Event()
+        self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
+        self._reserved = 0
         self._group: asyncio.TaskGroup | None = None
         self._serving: asyncio.Task[None] | None = None
         self._ids = itertools.count()
@@ -144,24 +146,53 @@ class EngineScheduler:
                 self.name, "the engine scheduler is not started", "start the Runtime (async with Runtime(...))"
             )
         n = len(task.requests)
-        while self._queued and self._queued + n > self.limits.queue_limit:
-            self._space.clear()
-            await self._space.wait()
+        if self._waiters or not self._fits(n):
+            await self._wait_for_space(n)
         if task.arrival is None:
             task.arrival = self._clock()
         task.results = [None] * n
         task.future = asyncio.get_running_loop().create_future()
-        self._queue[task] = None
+        self._queue.add(task)
         self._queued += n
         self._wake.set()
+
+    def _fits(self, n: int) -> bool:
+        held = self._queued + self._reserved
+        return held == 0 or held + n <= self.limits.queue_limit
+
+    async def _wait_for_space(self, n: int) -> None:
+        """Wait in line (FIFO) until `n` requests fit; the space is reserved when granted, so
+        freeing space wakes only the callers it can take, never the whole crowd."""
+        granted = asyncio.get_running_loop().create_future()
+        self._waiters.append((n, granted))
+        try:
+            await granted
+        except asyncio.CancelledError:
+            if granted.done() and not granted.cancelled():
+                self._reserved -= n
+                self._admit_waiters()
+            raise
+        self._reserved -= n
+
+    def _admit_waiters(self) -> None:
+        while self._waiters:
+            n, granted = self._waiters[0]
+            if granted.done():
+                self._waiters.popleft()
+            elif self._fits(n):
+                self._waiters.popleft()
+                self._reserved += n
+                granted.set_result(None)
+            else:
+                return
 
     def _withdraw(self, task: EngineTask) -> list[asyncio.Task[None]]:
         """Forget a task whose caller is gone; cancel calls that served only it."""
         if task in self._queue:
-            del self._queue[task]
+            self._queue.remove(task)
             self._queued -= task.pending
             task.taken = len(task.requests)
-            self._space.set()
+            self._admit_waiters()
         stopped = []
         for call in list(task.inflight):
             call.owners.discard(task)
@@ -191,7 +222,7 @@ class EngineScheduler:
                 self._fail(task, stopped)
             self._queue.clear()
             self._queued = 0
-            self._space.set()
+            self._admit_waiters()
 
     def _free(self) -> int:
         if self._llm:
@@ -215,9 +246,9 @@ class EngineScheduler:
                 task.dispatched_at = now
             task.batch_sizes.append(size)
             if not task.pending:
-                del self._queue[task]
+                self._queue.remove(task)
         self._queued -= size
-        self._space.set()
+        self._admit_waiters()
         if not self._llm:
             self._running += 1
             self._launch(group, {s.task for s in slices}, self._run_batch(slices))

@@ -41,7 +41,7 @@ class QueryRun:
         instance: GraphInstance,
         schedulers: Mapping[str, EngineScheduler],
         executor: Executor,
-        tracer: trace.Tracer,
+        tracer: trace.Tracer | None,
         parent: otel_context.Context | None,
         priority: int = 0,
     ) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Literal
 
-from accel.runtime.task import EngineTask, Slice
+from accel.runtime.task import EngineTask, Slice, TaskQueue
 
 PolicyName = Literal["topology", "po", "to"]
 Policy = Callable[[Iterable[EngineTask], int], list[Slice]]
@@ -29,33 +29,53 @@ def _take(task: EngineTask, slots: int) -> Slice:
 
 def topology_batch(queue: Iterable[EngineTask], limit: int) -> list[Slice]:
     """Teola's topology-aware batching with work-conserving fill of lower depth levels."""
-    buckets: dict[str, list[EngineTask]] = {}
-    for task in queue:
-        if task.pending:
-            buckets.setdefault(task.query_id, []).append(task)
-    ordered = sorted(
-        buckets.values(),
-        key=lambda tasks: (min(t.priority for t in tasks), min(t.arrival or 0.0 for t in tasks)),
-    )
-    levels: list[list[list[EngineTask]]] = []
-    for tasks in ordered:
-        by_depth: dict[int, list[EngineTask]] = {}
-        for task in sorted(tasks, key=lambda t: (-t.depth, t.arrival or 0.0)):
-            by_depth.setdefault(task.depth, []).append(task)
-        levels.append(list(by_depth.values()))
+    ordered = sorted(_buckets(queue), key=_bucket_key)
     batch: list[Slice] = []
     slots = limit
-    for level in range(max((len(b) for b in levels), default=0)):
-        for bucket in levels:
-            if level >= len(bucket):
-                continue
-            for task in bucket[level]:
+    deeper: list[list[EngineTask]] = []  # what each bucket has left after its deepest level
+    for tasks in ordered:
+        waiting = [t for t in tasks if t.pending]
+        if not waiting:
+            continue
+        top = max(t.depth for t in waiting)
+        for task in waiting:
+            if task.depth == top:
                 if slots == 0:
                     return batch
                 piece = _take(task, slots)
                 batch.append(piece)
                 slots -= piece.size
+        deeper.append([t for t in waiting if t.depth < top])
+    while slots and any(deeper):  # free slots: the next depth level of every bucket, in order
+        for i, tasks in enumerate(deeper):
+            if not tasks:
+                continue
+            top = max(t.depth for t in tasks)
+            for task in tasks:
+                if task.depth == top:
+                    if slots == 0:
+                        return batch
+                    piece = _take(task, slots)
+                    batch.append(piece)
+                    slots -= piece.size
+            deeper[i] = [t for t in tasks if t.depth < top]
     return batch
+
+
+def _buckets(queue: Iterable[EngineTask]):
+    """Tasks grouped by query, each group in arrival order (prebuilt by a TaskQueue)."""
+    if isinstance(queue, TaskQueue):
+        return queue.bucket_views()
+    groups: dict[str, list[EngineTask]] = {}
+    for task in sorted(queue, key=lambda t: t.arrival or 0.0):
+        groups.setdefault(task.query_id, []).append(task)
+    return groups.values()
+
+
+def _bucket_key(tasks) -> tuple[int, float]:
+    """(query priority, earliest arrival): the first task is the earliest queued."""
+    first = next(iter(tasks))
+    return (first.priority, first.arrival or 0.0)
 
 
 def per_invocation_batch(queue: Iterable[EngineTask], limit: int) -> list[Slice]:

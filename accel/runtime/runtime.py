@@ -100,5 +100,7 @@ class Runtime:
         instance = template.instantiate(inputs, query_id)
         tracer = get_tracer(self._tracer_provider)
         with query_span(tracer, query_id, policy=self.policy, nodes=len(template)) as parent:
-            query = QueryRun(plan, instance, self.schedulers, self._executor, tracer, parent, priority)
+            # Unrecorded query (no SDK, sampled out): skip primitive spans, they cost µs each.
+            node_tracer = tracer if trace.get_current_span().is_recording() else None
+            query = QueryRun(plan, instance, self.schedulers, self._executor, node_tracer, parent, priority)
             return await query.run()

@@ -52,3 +52,46 @@ class Slice:
     @property
     def size(self) -> int:
         return self.stop - self.start
+
+
+class TaskQueue:
+    """Queued tasks in arrival order, also kept grouped by query (Teola's buckets), so forming
+    a topology-aware batch does not regroup the whole queue each time."""
+
+    __slots__ = ("_tasks", "_buckets")
+
+    def __init__(self) -> None:
+        self._tasks: dict[EngineTask, None] = {}
+        self._buckets: dict[str, dict[EngineTask, None]] = {}
+
+    def add(self, task: EngineTask) -> None:
+        self._tasks[task] = None
+        self._buckets.setdefault(task.query_id, {})[task] = None
+
+    def remove(self, task: EngineTask) -> None:
+        del self._tasks[task]
+        bucket = self._buckets[task.query_id]
+        del bucket[task]
+        if not bucket:
+            del self._buckets[task.query_id]
+
+    def buckets(self) -> list[list[EngineTask]]:
+        """Each query's queued tasks, in arrival order."""
+        return [list(bucket) for bucket in self._buckets.values()]
+
+    def bucket_views(self):
+        """The per-query task collections without copying (arrival order within each)."""
+        return self._buckets.values()
+
+    def clear(self) -> None:
+        self._tasks.clear()
+        self._buckets.clear()
+
+    def __contains__(self, task: object) -> bool:
+        return task in self._tasks
+
+    def __iter__(self):
+        return iter(list(self._tasks))
+
+    def __len__(self) -> int:
+        return len(self._tasks)
