@@ -15,8 +15,6 @@ scheduler caps batch sizes anyway).
 
 from __future__ import annotations
 
-import math
-
 from accel.ir.graph import Graph
 from accel.ir.kinds import Kind
 from accel.ir.node import Node, Ref
