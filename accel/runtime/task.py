@@ -75,10 +75,6 @@ class TaskQueue:
         if not bucket:
             del self._buckets[task.query_id]
 
-    def buckets(self) -> list[list[EngineTask]]:
-        """Each query's queued tasks, in arrival order."""
-        return [list(bucket) for bucket in self._buckets.values()]
-
     def bucket_views(self):
         """The per-query task collections without copying (arrival order within each)."""
         return self._buckets.values()
