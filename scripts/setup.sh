@@ -40,5 +40,12 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     echo "$want" > "$stamp"
 fi
 
+# Graphviz draws the graph pictures (tracer.render falls back to matplotlib without it).
+if ! command -v dot >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "[setup] installing graphviz (optional, for graph pictures)"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz; } >/dev/null 2>&1 \
+        || echo "[setup] graphviz not installed; pictures will use matplotlib"
+fi
+
 echo "[setup] preparing offline models"
 .venv/bin/accel models
