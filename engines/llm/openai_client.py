@@ -1,0 +1,234 @@
+"""An `LLMEngine` that talks to a vLLM OpenAI-compatible server over HTTP.
+
+Every request streams (`stream_options.include_usage`), so `run` and `stream` share one code
+path, usage and `cached_tokens` always arrive, and aborting is closing the stream: vLLM aborts
+a request whose client disconnected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import httpx
+
+from accel.engines.base import Generation, GenerationChunk, GenerationRequest, Health, LLMEngine, SamplingParams
+from accel.engines.errors import EmptyBatch, EngineDied, EngineError, EngineUnavailable, PromptTooLong
+
+_UNREACHABLE_REMEDY = "start the local stack with `accel up`, or point ACCEL_OPENAI_BASE_URL at a running server"
+_CONTEXT_MARKERS = ("maximum context length", "max_model_len", "context length")
+
+
+class OpenAIServerEngine(LLMEngine):
+    """vLLM's OpenAI API: prompts and token ids to /v1/completions, messages to /v1/chat/completions."""
+
+    name = "vllm-openai"
+
+    def __init__(self, base_url: str, model: str, api_key: str = "EMPTY", *, timeout_s: float = 600.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.max_model_len = 0
+        self._api_key = api_key
+        self._timeout_s = timeout_s
+        self._client: httpx.AsyncClient | None = None
+        self._streams: dict[str, httpx.Response] = {}
+        self._aborted: set[str] = set()
+
+    @property
+    def _server_root(self) -> str:
+        """/tokenize lives beside /v1, not under it."""
+        return self.base_url.removesuffix("/v1")
+
+    async def start(self) -> None:
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                headers={"Authorization": f"Bearer {self._api_key}"},
+                timeout=httpx.Timeout(self._timeout_s, connect=10.0),
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+            )
+        info = await self._post_json(f"{self._server_root}/tokenize", {"model": self.model, "prompt": ""})
+        self.max_model_len = int(info["max_model_len"])
+
+    async def stop(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    async def health(self) -> Health:
+        began = time.perf_counter()
+        try:
+            await self.run([GenerationRequest(prompt="ping", params=SamplingParams(max_tokens=1))])
+        except Exception as err:  # health reports failures instead of raising them
+            return Health(self.name, False, f"{type(err).__name__}: {err}")
+        return Health(self.name, True, f"{self.model} at {self.base_url} generated 1 token",
+                      time.perf_counter() - began)
+
+    async def run(self, batch: Sequence[GenerationRequest]) -> list[Generation]:
+        """All requests in flight at once (the server batches them); results in order."""
+        if not batch:
+            raise EmptyBatch(self.name, "run() got an empty batch", "send at least one request")
+        return list(await asyncio.gather(*(self.generate(r) for r in batch)))
+
+    async def generate(self, request: GenerationRequest) -> Generation:
+        final: Generation | None = None
+        async for chunk in self.stream(request):
+            final = chunk.generation or final
+        if final is None:
+            raise EngineDied(self.name, "the stream ended without usage", "check the server log")
+        return final
+
+    async def stream(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
+        client = self._require()
+        request_id = request.request_id or f"accel-{uuid.uuid4().hex}"
+        chat = request.messages is not None
+        url = f"{self.base_url}/chat/completions" if chat else f"{self.base_url}/completions"
+        body = self._body(request, request_id)
+        text: list[str] = []
+        finish_reason = None
+        try:
+            async with client.stream("POST", url, json=body, headers={"X-Request-Id": request_id}) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    raise self._http_error(response)
+                self._streams[request_id] = response
+                async for event in _events(response):
+                    if event.get("choices"):
+                        choice = event["choices"][0]
+                        delta = (choice.get("delta") or {}).get("content") if chat else choice.get("text")
+                        finish_reason = choice.get("finish_reason") or finish_reason
+                        if delta:
+                            text.append(delta)
+                            yield GenerationChunk(delta=delta)
+                    if event.get("usage"):
+                        yield GenerationChunk(delta="", finished=True,
+                                              generation=_generation(event["usage"], text, finish_reason, request_id))
+            if request_id in self._aborted:  # the stream was closed under us without an error
+                raise asyncio.CancelledError(f"request {request_id} was aborted")
+        except (httpx.ConnectError, httpx.ConnectTimeout) as err:
+            raise EngineUnavailable(self.name, f"cannot reach {self.base_url} ({err})", _UNREACHABLE_REMEDY) from err
+        except (httpx.StreamError, httpx.ReadError, httpx.RemoteProtocolError) as err:
+            if request_id in self._aborted:
+                raise asyncio.CancelledError(f"request {request_id} was aborted") from err
+            raise EngineDied(self.name, f"the server dropped the stream ({type(err).__name__}: {err})",
+                             "check that the server is still running and read its log") from err
+        finally:
+            self._streams.pop(request_id, None)
+            self._aborted.discard(request_id)
+
+    async def abort(self, request_id: str) -> None:
+        """Close the request's HTTP stream; vLLM aborts requests whose client went away."""
+        response = self._streams.get(request_id)
+        if response is not None:
+            self._aborted.add(request_id)
+            await response.aclose()
+
+    async def tokenize(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
+        body = {"model": self.model, "prompt": text, "add_special_tokens": add_special_tokens}
+        return list((await self._post_json(f"{self._server_root}/tokenize", body))["tokens"])
+
+    async def render_chat(self, messages: list[dict[str, str]]) -> str:
+        body = {"model": self.model, "messages": messages, "add_generation_prompt": True,
+                "add_special_tokens": False}
+        tokens = (await self._post_json(f"{self._server_root}/tokenize", body))["tokens"]
+        detok = await self._post_json(f"{self._server_root}/detokenize", {"model": self.model, "tokens": tokens})
+        return detok["prompt"]
+
+    # ---- helpers -----------------------------------------------------------------------------
+
+    def _body(self, request: GenerationRequest, request_id: str) -> dict[str, Any]:
+        params = request.params
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": params.max_tokens,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "priority": request.priority,
+            "request_id": request_id,
+            **params.extra,
+        }
+        if params.stop:
+            body["stop"] = list(params.stop)
+        if params.seed is not None:
+            body["seed"] = params.seed
+        if request.messages is not None:
+            body["messages"] = request.messages
+        elif request.prompt_token_ids is not None:
+            body["prompt"] = list(request.prompt_token_ids)
+            if self.max_model_len and len(request.prompt_token_ids) + params.max_tokens > self.max_model_len:
+                raise _too_long(self.name, f"{len(request.prompt_token_ids)} prompt tokens + max_tokens="
+                                f"{params.max_tokens} exceed the context window of {self.max_model_len} tokens")
+        else:
+            body["prompt"] = request.prompt
+        return body
+
+    async def _post_json(self, url: str, body: dict[str, Any]) -> dict[str, Any]:
+        client = self._require()
+        try:
+            response = await client.post(url, json=body)
+        except (httpx.ConnectError, httpx.ConnectTimeout) as err:
+            raise EngineUnavailable(self.name, f"cannot reach {self.base_url} ({err})", _UNREACHABLE_REMEDY) from err
+        if response.status_code >= 400:
+            raise self._http_error(response)
+        return response.json()
+
+    def _http_error(self, response: httpx.Response) -> EngineError:
+        message = _error_message(response)
+        if response.status_code == 400 and any(m in message.lower() for m in _CONTEXT_MARKERS):
+            return _too_long(self.name, message)
+        return EngineError(self.name, f"HTTP {response.status_code} from {response.url.path}: {message}",
+                           "fix the request, or read the server log if the server failed")
+
+    def _require(self) -> httpx.AsyncClient:
+        if self._client is None:
+            raise EngineUnavailable(self.name, "the client is not started", "call `await engine.start()` first")
+        return self._client
+
+
+async def _events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
+    """Server-sent events of an OpenAI stream, decoded, until `[DONE]`."""
+    async for line in response.aiter_lines():
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            return
+        event = json.loads(data)
+        if "error" in event:  # vLLM reports mid-stream failures as an error event
+            error = event["error"]
+            raise EngineError("vllm-openai", f"server error mid-stream: {error.get('message', error)}",
+                              "read the server log")
+        yield event
+
+
+def _generation(usage: dict[str, Any], text: list[str], finish_reason: str | None, request_id: str) -> Generation:
+    details = usage.get("prompt_tokens_details") or {}
+    return Generation(
+        text="".join(text),
+        prompt_tokens=usage.get("prompt_tokens", 0),
+        completion_tokens=usage.get("completion_tokens", 0),
+        cached_tokens=details.get("cached_tokens") or 0,
+        finish_reason=finish_reason,
+        request_id=request_id,
+    )
+
+
+def _error_message(response: httpx.Response) -> str:
+    try:
+        payload = response.json()
+    except ValueError:
+        return response.text[:500]
+    error = payload.get("error", payload) if isinstance(payload, dict) else payload
+    if isinstance(error, dict):
+        return str(error.get("message") or error.get("detail") or error)
+    return str(error)
+
+
+def _too_long(engine: str, cause: str) -> PromptTooLong:
+    return PromptTooLong(engine, cause, "shorten the prompt (fewer or smaller retrieved chunks), lower "
+                         "max_tokens, or use a model with a longer context")

@@ -1,0 +1,209 @@
+"""Start and stop vLLM's OpenAI-compatible server as a detached process group.
+
+`accel up` starts the server and exits; `accel down` (another process) stops it by pid. The
+server therefore runs in its own session, and its output goes through `tee -p` into a log file:
+the launcher follows tee's copy (through a pipe) until uvicorn reports "Application startup complete" (no
+polling), then lets go, and tee keeps writing the file after the launcher has gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from accel.config import settings
+from accel.engines.errors import EngineDied, EngineError
+
+READY_LINE = "Application startup complete"
+DEFAULT_READY_TIMEOUT_S = 420.0
+DEFAULT_GRACE_S = 20.0
+_ENGINE = "vllm-server"
+
+
+@dataclass
+class ServerHandle:
+    """A running server: where it listens, what it serves, and how to stop it."""
+
+    base_url: str
+    model: str
+    pid: int  # also the process-group id
+    log_path: Path
+    _process: subprocess.Popen | None = field(default=None, repr=False)
+
+    async def stop(self, grace_s: float = DEFAULT_GRACE_S) -> None:
+        """SIGTERM the whole group, SIGKILL what is left after `grace_s`; returns when all exited."""
+        await asyncio.to_thread(stop_pid, self.pid, grace_s)
+        if self._process is not None:
+            await asyncio.to_thread(self._process.wait)  # reap our own child
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+def server_command(model: str, *, host: str, port: int, served_model_name: str,
+                   max_model_len: int | None, extra_args: Sequence[str]) -> list[str]:
+    command = [
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+        "--model", model, "--host", host, "--port", str(port),
+        "--served-model-name", served_model_name,
+        "--scheduling-policy", "priority",
+        "--enable-prompt-tokens-details",
+        "--enable-prefix-caching",
+    ]
+    if max_model_len is not None:
+        command += ["--max-model-len", str(max_model_len)]
+    return command + list(extra_args)
+
+
+async def launch_server(
+    model: str,
+    *,
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    max_model_len: int | None = None,
+    log_path: Path | None = None,
+    extra_args: Sequence[str] = (),
+    served_model_name: str | None = None,
+    ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
+) -> ServerHandle:
+    """Start the server and return once it accepts requests.
+
+    Raises EngineDied (with the log tail) if it exits first, EngineError on timeout (the
+    server is stopped then). `model` is what vLLM accepts: a directory or a model name.
+    """
+    port = port or free_port(host)
+    name = served_model_name or (Path(model).name if os.path.sep in model else model)
+    log_path = Path(log_path) if log_path else settings().home / "logs" / f"vllm-server-{port}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(settings().kv_cache_gib))
+
+    command = server_command(model, host=host, port=port, served_model_name=name,
+                             max_model_len=max_model_len, extra_args=extra_args)
+    # One new session whose leader is this shell: `accel down` signals the whole group.
+    group = subprocess.Popen(
+        ["sh", "-c", '"$@" 2>&1 | tee -p -a "$ACCEL_SERVER_LOG"', "vllm-server", *command],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        env={**env, "ACCEL_SERVER_LOG": str(log_path)}, start_new_session=True,
+    )
+    handle = ServerHandle(f"http://{host}:{port}/v1", name, group.pid, log_path, group)
+    try:
+        await asyncio.wait_for(_follow_until_ready(group.stdout), ready_timeout_s)
+    except TimeoutError:
+        await handle.stop()
+        raise EngineError(_ENGINE, f"server not ready after {ready_timeout_s:.0f}s; log: {log_path}",
+                          "raise the timeout or check the log") from None
+    except EOFError:
+        await handle.stop()
+        raise EngineDied(_ENGINE, f"server exited before it was ready; log tail:\n{log_tail(log_path)}",
+                         "fix the cause in the log (model path, port in use, memory)") from None
+    except asyncio.CancelledError:
+        await asyncio.shield(handle.stop())  # the launcher owns the server until it is ready
+        raise
+    return handle
+
+
+def launch_server_sync(model: str, **kwargs) -> ServerHandle:
+    """`launch_server` for synchronous callers such as the CLI."""
+    return asyncio.run(launch_server(model, **kwargs))
+
+
+async def _follow_until_ready(stream) -> None:
+    """Read the server's output (through tee) until the ready line; EOFError if it ends first."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=1 << 20)
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stream)
+    try:
+        while line := await reader.readline():
+            if READY_LINE in line.decode(errors="replace"):
+                return
+        raise EOFError
+    finally:
+        transport.close()  # tee -p keeps writing the log file after we stop reading
+
+
+def log_tail(log_path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(log_path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError as err:
+        return f"(log unreadable: {err})"
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes in a process group, from /proc."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            members.append(int(entry.name))
+    return members
+
+
+def stop_pid(pid: int, grace_s: float = DEFAULT_GRACE_S) -> bool:
+    """Stop a server's process group from any process. Returns False if nothing was running.
+
+    Waits on pidfds (the kernel says when each process exits), not by polling.
+    """
+    members = group_members(pid)
+    if not members:
+        return False
+    waits = _pidfds(members)
+    try:
+        _signal_group(pid, signal.SIGTERM)
+        pending = _wait_exits(waits, grace_s)
+        if pending:
+            _signal_group(pid, signal.SIGKILL)
+            _wait_exits(pending, grace_s)
+    finally:
+        for fd in waits:
+            os.close(fd)
+    return True
+
+
+def _pidfds(pids: list[int]) -> list[int]:
+    fds = []
+    for pid in pids:
+        try:
+            fds.append(os.pidfd_open(pid))
+        except ProcessLookupError:
+            continue
+    return fds
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _wait_exits(fds: list[int], timeout_s: float) -> list[int]:
+    """Block until every pidfd reports its process exited or the timeout passes; the rest."""
+    pending = list(fds)
+    poller = select.poll()
+    for fd in pending:
+        poller.register(fd, select.POLLIN)
+    deadline = time.monotonic() + timeout_s
+    while pending and (left := deadline - time.monotonic()) > 0:
+        for fd, _ in poller.poll(left * 1000):
+            poller.unregister(fd)
+            pending.remove(fd)
+    return pending
