@@ -1,0 +1,219 @@
+"""Which accel engine serves each LlamaIndex component, and the exact request it would send.
+
+A binding is made only when accel's engine reproduces the component's own call: the same
+model, the same options, the same request. Anything else returns an `Unbound` reason and the
+component stays opaque (run as-is), so a binding never changes an answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from accel.engines.base import SamplingParams, SearchHit, VectorQuery
+from accel.engines.embeddings import EmbedRequest
+
+
+@dataclass(frozen=True)
+class Unbound:
+    """Why a component is not lowered (shown by `explain()`)."""
+
+    component: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """An engine the session deduplicates by `(kind, key)`; `factory` makes it once."""
+
+    kind: str
+    key: Hashable
+    factory: Callable[[], Any] = field(compare=False)
+
+
+def _class_name(obj: Any) -> str:
+    return type(obj).__name__
+
+
+# ---- LLMs ------------------------------------------------------------------------------------
+
+OPENAI_CLASSES = frozenset({"OpenAILike", "OpenAI"})
+_SAMPLING_KEYS = frozenset({"max_tokens", "temperature", "top_p", "stop", "seed"})
+
+
+@dataclass(frozen=True)
+class LLMBinding:
+    engine: EngineSpec
+    params: SamplingParams
+    chat: bool
+    fill_max_tokens: bool  # the app sends no max_tokens: the server uses what is left of the context
+
+
+def bind_llm(llm: Any) -> LLMBinding | Unbound:
+    """OpenAI / OpenAILike with an `api_base` (a vLLM server), non-streaming, text output."""
+    name = _class_name(llm)
+    if name not in OPENAI_CLASSES or not getattr(llm, "api_base", None):
+        return Unbound(name, "only OpenAI / OpenAILike LLMs with api_base pointing at a vLLM server are lowered")
+    if getattr(llm, "output_parser", None) is not None or getattr(llm, "logprobs", None):
+        return Unbound(name, "an output parser or logprobs changes what predict() returns")
+    kwargs = dict(llm._get_model_kwargs())
+    kwargs.pop("model", None)
+    unknown = sorted(set(kwargs) - _SAMPLING_KEYS)
+    if unknown:
+        return Unbound(name, f"sampling options {unknown} are not forwarded by accel's OpenAI engine")
+    stop = kwargs.get("stop") or ()
+    params = SamplingParams(
+        max_tokens=int(kwargs.get("max_tokens") or 0),
+        temperature=float(kwargs.get("temperature", 1.0)),
+        top_p=float(kwargs.get("top_p", 1.0)),
+        stop=(stop,) if isinstance(stop, str) else tuple(stop),
+        seed=kwargs.get("seed"),
+    )
+    base_url, model, api_key = str(llm.api_base).rstrip("/"), str(llm.model), llm.api_key or "EMPTY"
+
+    def factory() -> Any:
+        from accel.engines.llm.openai_client import OpenAIServerEngine
+
+        return OpenAIServerEngine(base_url, model, api_key)
+
+    return LLMBinding(
+        engine=EngineSpec("llm", ("openai", base_url, model), factory),
+        params=params,
+        chat=bool(llm.metadata.is_chat_model),
+        fill_max_tokens="max_tokens" not in kwargs,
+    )
+
+
+# ---- embeddings ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EmbedBinding:
+    engine: EngineSpec
+    normalize: bool
+    query_prompt: str | None
+
+    def query_request(self, text: str) -> EmbedRequest:
+        return EmbedRequest(text, normalize=self.normalize, prompt=self.query_prompt)
+
+
+def bind_embedding(embed_model: Any) -> EmbedBinding | Unbound:
+    """HuggingFaceEmbedding (sentence-transformers) with the model's own sequence length."""
+    name = _class_name(embed_model)
+    if name != "HuggingFaceEmbedding":
+        return Unbound(name, "only HuggingFaceEmbedding is lowered to the embedding engine")
+    if getattr(embed_model, "embeddings_cache", None) is not None or getattr(embed_model, "_parallel_process", False):
+        return Unbound(name, "an embeddings cache or multi-process encoding is run as-is")
+    model = embed_model._model
+    default_len = _default_max_seq_length(embed_model.model_name)
+    if default_len is not None and model.max_seq_length != default_len:
+        return Unbound(name, f"max_length={model.max_seq_length} differs from the model's own {default_len}")
+    path = embed_model.model_name
+
+    def factory() -> Any:
+        from accel.engines.embeddings import SentenceTransformerEmbedder
+
+        return SentenceTransformerEmbedder(path)
+
+    prompt = (model.prompts or {}).get("query") or None
+    return EmbedBinding(EngineSpec("embed", ("st", str(path)), factory), bool(embed_model.normalize), prompt)
+
+
+def _default_max_seq_length(model_name: str) -> int | None:
+    import json
+    from pathlib import Path
+
+    config = Path(model_name) / "sentence_bert_config.json"
+    if not config.is_file():
+        return None
+    return json.loads(config.read_text()).get("max_seq_length")
+
+
+# ---- vector stores ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SearchBinding:
+    """PGVectorStore searched by accel's batched pgvector engine (cosine, no filters)."""
+
+    engine: EngineSpec
+    collection: str
+
+    def request(self, vector: list[float], k: int) -> VectorQuery:
+        return VectorQuery(vector, k, self.collection, "cosine")
+
+
+def bind_vector_store(store: Any, retriever: Any) -> SearchBinding | Unbound:
+    name = _class_name(store)
+    if name != "PGVectorStore":
+        return Unbound(name, "searched in process by the store itself (a Call node)")
+    if retriever._filters is not None or retriever._node_ids or retriever._doc_ids:
+        return Unbound(name, "filters / node_ids / doc_ids are applied by the store itself")
+    if str(retriever._vector_store_query_mode.value) != "default" or store.hybrid_search:
+        return Unbound(name, "only the default dense query mode is lowered")
+    hnsw = store.hnsw_kwargs or {}
+    if getattr(store, "use_halfvec", False) or hnsw:
+        return Unbound(name, "halfvec columns and HNSW search settings are run by the store itself")
+    dsn = _libpq_dsn(store.connection_string)
+    collection = f"llamaindex:{store.schema_name}.{store.table_name}"
+
+    def factory() -> Any:
+        from accel.engines.vectordb import PgVectorEngine
+
+        return PgVectorEngine(dsn)
+
+    return SearchBinding(EngineSpec("vectordb", ("pgvector", dsn), factory), collection)
+
+
+def _libpq_dsn(sqlalchemy_url: Any) -> str:
+    """`postgresql+psycopg2://...` -> `postgresql://...` (same server, libpq spelling)."""
+    url = str(sqlalchemy_url.render_as_string(hide_password=False) if hasattr(sqlalchemy_url, "render_as_string") else sqlalchemy_url)
+    scheme, sep, rest = url.partition("://")
+    return f"{scheme.split('+', 1)[0]}{sep}{rest}"
+
+
+def hits_to_result(hits: list[SearchHit]) -> Any:
+    """A PGVectorStore query result rebuilt from engine hits, as the store itself builds it."""
+    from llama_index.core.schema import TextNode
+    from llama_index.core.vector_stores.types import VectorStoreQueryResult
+    from llama_index.core.vector_stores.utils import metadata_dict_to_node
+
+    nodes = []
+    for hit in hits:
+        try:
+            node = metadata_dict_to_node(hit.metadata)
+            node.set_content(str(hit.text))
+        except Exception:  # the store's own fallback for legacy rows
+            node = TextNode(id_=hit.id, text=hit.text, metadata=hit.metadata)
+        nodes.append(node)
+    return VectorStoreQueryResult(nodes=nodes, similarities=[1 - h.score for h in hits], ids=[h.id for h in hits])
+
+
+# ---- rerankers -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RerankBinding:
+    engine: EngineSpec
+    top_n: int
+    keep_retrieval_score: bool
+
+
+def bind_reranker(postprocessor: Any) -> RerankBinding | Unbound:
+    name = _class_name(postprocessor)
+    if name != "SentenceTransformerRerank":
+        return Unbound(name, "only SentenceTransformerRerank is lowered to the rerank engine")
+    model = postprocessor._model
+    path = str(postprocessor.model)
+    tokenizer_max = getattr(model.tokenizer, "model_max_length", None)
+    if model.max_length not in (None, tokenizer_max):
+        return Unbound(name, f"max_length={model.max_length} differs from the tokenizer's {tokenizer_max}")
+
+    def factory() -> Any:
+        from accel.engines.reranker import CrossEncoderReranker
+
+        return CrossEncoderReranker(path)
+
+    return RerankBinding(EngineSpec("rerank", ("cross-encoder", path), factory), int(postprocessor.top_n),
+                         bool(postprocessor.keep_retrieval_score))

@@ -1,0 +1,214 @@
+"""`WrappedQueryEngine`: a `RetrieverQueryEngine` replayed on accel's shared runtime.
+
+It is a `BaseQueryEngine`, so `query` / `aquery` keep LlamaIndex's own entry points (query
+spans, QueryStart/End events, callback traces); retrieval and synthesis events are dispatched
+around the accelerated stages as the stock engine dispatches them. Inputs accel does not
+lower (a QueryBundle with its own embedding or embedding strings) and plans that do not fit a
+query (`PlanMismatch`) are answered by the stock engine's code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Hashable
+from typing import Any
+
+import llama_index.core.instrumentation as instrument
+from llama_index.core.base.base_query_engine import BaseQueryEngine
+from llama_index.core.instrumentation.events.retrieval import RetrievalEndEvent, RetrievalStartEvent
+from llama_index.core.instrumentation.events.synthesis import SynthesizeEndEvent, SynthesizeStartEvent
+from llama_index.core.schema import MetadataMode, QueryBundle
+
+from accel.ir import GraphBuilder
+from accel.passes import PassContext
+
+from .bindings import EngineSpec, Unbound, bind_llm
+from .prompts import PlanMismatch
+from .retrieval import RetrievalPlan, plan_retrieval
+from .synthesis import SynthesisPlan, check_synthesizer
+
+dispatcher = instrument.get_dispatcher(__name__)
+
+
+class WrappedQueryEngine(BaseQueryEngine):
+    """Drop-in for the wrapped query engine; attributes it does not define come from it."""
+
+    def __init__(self, original: Any, *, policy: str = "topology", disabled_passes: tuple[str, ...] = ()) -> None:
+        from accel.session import get_session
+
+        self._original = original
+        self._session = get_session(policy=policy, disabled_passes=disabled_passes)
+        self._retrieval: RetrievalPlan = plan_retrieval(original._retriever, original._node_postprocessors)
+        self._synthesis, self._synth_opaque = self._plan_synthesis(original._response_synthesizer)
+        self._templates: dict[Hashable, Any] = {}
+        super().__init__(callback_manager=original.callback_manager)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "_original":
+            raise AttributeError(name)
+        return getattr(self._original, name)
+
+    # ---- planning -----------------------------------------------------------------------------
+
+    def _engine_name(self, spec: EngineSpec) -> str:
+        return self._session.engine(spec.kind, spec.key, spec.factory)
+
+    def _plan_synthesis(self, synth: Any) -> tuple[SynthesisPlan | None, Unbound | None]:
+        reason = check_synthesizer(synth)
+        if reason is not None:
+            return None, reason
+        binding = bind_llm(synth._llm)
+        if isinstance(binding, Unbound):
+            return None, binding
+        name = self._engine_name(binding.engine)
+        return SynthesisPlan(synth, synth._llm, binding, name, lambda: self._session.get_engine(name)), None
+
+    def _pass_context(self) -> PassContext:
+        if self._synthesis is None:
+            return PassContext()
+        engine = self._session.get_engine(self._synthesis.engine_name)
+        return PassContext(tokenize=engine.tokenize, render_chat=engine.render_chat, block_size=engine.block_size)
+
+    def _template(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
+        found = self._templates.get(key)
+        if found is None:
+            found = self._session.template((id(self), *key), build, context=self._pass_context())
+            self._templates[key] = found
+        return found
+
+    def _retrieval_template(self) -> Any:
+        def build() -> Any:
+            self._retrieval.lowered.clear()
+            self._retrieval.opaque.clear()
+            b = GraphBuilder()
+            b.output(self._retrieval.build(b, self._engine_name))
+            return b.build()
+
+        return self._template(("retrieve",), build)
+
+    # ---- queries ------------------------------------------------------------------------------
+
+    def _lowerable(self, bundle: QueryBundle) -> bool:
+        return bundle.embedding is None and bundle.custom_embedding_strs is None
+
+    @dispatcher.span
+    def _query(self, query_bundle: QueryBundle) -> Any:
+        if not self._lowerable(query_bundle):
+            return self._original._query(query_bundle)
+        dispatcher.event(RetrievalStartEvent(str_or_query_bundle=query_bundle))
+        nodes = self._session.run(self._retrieval_template(), {"query": query_bundle.query_str})
+        dispatcher.event(RetrievalEndEvent(str_or_query_bundle=query_bundle, nodes=nodes))
+        return self._drive_sync(query_bundle, nodes)
+
+    @dispatcher.span
+    async def _aquery(self, query_bundle: QueryBundle) -> Any:
+        if not self._lowerable(query_bundle):
+            return await self._original._aquery(query_bundle)
+        dispatcher.event(RetrievalStartEvent(str_or_query_bundle=query_bundle))
+        nodes = await self._session.arun(self._retrieval_template(), {"query": query_bundle.query_str})
+        dispatcher.event(RetrievalEndEvent(str_or_query_bundle=query_bundle, nodes=nodes))
+        return await self._drive_async(query_bundle, nodes)
+
+    def _synthesis_steps(self, query_bundle: QueryBundle, nodes: list[Any]) -> Generator[Any, Any, str] | None:
+        if self._synthesis is None or not nodes:
+            return None
+        texts = [n.node.get_content(metadata_mode=MetadataMode.LLM) for n in nodes]
+        return self._synthesis.steps(query_bundle.query_str, texts, self._template)
+
+    def _drive_sync(self, query_bundle: QueryBundle, nodes: list[Any]) -> Any:
+        synth = self._original._response_synthesizer
+        steps = self._synthesis_steps(query_bundle, nodes)
+        if steps is None:
+            return synth.synthesize(query=query_bundle, nodes=nodes)
+        dispatcher.event(SynthesizeStartEvent(query=query_bundle))
+        try:
+            text = _run_steps(steps, lambda template, inputs: self._session.run(template, inputs))
+        except PlanMismatch:
+            return synth.synthesize(query=query_bundle, nodes=nodes)
+        return self._respond(query_bundle, text, nodes)
+
+    async def _drive_async(self, query_bundle: QueryBundle, nodes: list[Any]) -> Any:
+        synth = self._original._response_synthesizer
+        steps = self._synthesis_steps(query_bundle, nodes)
+        if steps is None:
+            return await synth.asynthesize(query=query_bundle, nodes=nodes)
+        dispatcher.event(SynthesizeStartEvent(query=query_bundle))
+        try:
+            template, inputs = next(steps)
+            while True:
+                result = await self._session.arun(template, inputs)
+                template, inputs = steps.send(result)
+        except StopIteration as done:
+            text = done.value
+        except PlanMismatch:
+            return await synth.asynthesize(query=query_bundle, nodes=nodes)
+        return self._respond(query_bundle, text, nodes)
+
+    def _respond(self, query_bundle: QueryBundle, text: str, nodes: list[Any]) -> Any:
+        response = self._original._response_synthesizer._prepare_response_output(text, list(nodes))
+        dispatcher.event(SynthesizeEndEvent(query=query_bundle, response=response))
+        return response
+
+    # ---- prompts and explain --------------------------------------------------------------------
+
+    def _get_prompt_modules(self) -> dict[str, Any]:
+        return {}
+
+    def get_prompts(self) -> dict[str, Any]:
+        return self._original.get_prompts()
+
+    def update_prompts(self, prompts_dict: dict[str, Any]) -> None:
+        raise NotImplementedError("accel.wrap: update the prompts on the original query engine, then wrap it again")
+
+    def explain(self) -> str:
+        """What runs as primitives, what stays opaque and why, and the retrieval e-graph."""
+        template = self._retrieval_template()
+        lines = [f"accel.wrap({type(self._original).__name__})", "lowered:"]
+        lines += [f"  - {item}" for item in self._retrieval.lowered]
+        if self._synthesis is not None:
+            lines.append(f"  - {self._synthesis.kind} on {type(self._synthesis.llm).__name__} -> Prefill/Decode pairs "
+                         "(planned per query from the retrieved text; refine chained, tree levels batched)")
+        opaque = [*self._retrieval.opaque, *([self._synth_opaque] if self._synth_opaque else [])]
+        lines.append("opaque (run as-is):" if opaque else "opaque: none")
+        lines += [f"  - {u.component}: {u.reason}" for u in opaque]
+        graph = template.graph
+        lines.append(f"retrieval e-graph: {len(graph)} nodes, passes {graph.meta['passes']}")
+        lines += [f"  {name} [{template.nodes[i].kind}] depth {template.depth[i]}" for i, name in enumerate(template.order)]
+        lines += [f"  note: {note}" for note in graph.meta["notes"]]
+        return "\n".join(lines)
+
+
+def _run_steps(steps: Generator[Any, Any, str], run: Callable[[Any, dict[str, Any]], Any]) -> str:
+    try:
+        template, inputs = next(steps)
+        while True:
+            template, inputs = steps.send(run(template, inputs))
+    except StopIteration as done:
+        return done.value
+
+
+class OpaqueQueryEngine(BaseQueryEngine):
+    """A query engine accel does not lower: every query runs the original's own code."""
+
+    def __init__(self, original: Any) -> None:
+        self._original = original
+        super().__init__(callback_manager=original.callback_manager)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "_original":
+            raise AttributeError(name)
+        return getattr(self._original, name)
+
+    def _query(self, query_bundle: QueryBundle) -> Any:
+        return self._original._query(query_bundle)
+
+    async def _aquery(self, query_bundle: QueryBundle) -> Any:
+        return await self._original._aquery(query_bundle)
+
+    def _get_prompt_modules(self) -> dict[str, Any]:
+        return {}
+
+    def get_prompts(self) -> dict[str, Any]:
+        return self._original.get_prompts()
+
+    def explain(self) -> str:
+        return f"accel.wrap({type(self._original).__name__}): opaque, run as-is (only RetrieverQueryEngine is lowered)"

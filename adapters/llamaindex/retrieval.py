@@ -1,0 +1,135 @@
+"""Lowering a query engine's retrieval (retriever + node postprocessors) to primitives.
+
+    Input(query) -> Embed -> Search -> nodes -> [pairs -> Rerank -> top_n] -> [Call ...] -> Output
+
+Embed, Search and Rerank go to shared engines, so they batch across concurrent queries. What
+LlamaIndex does around them (rebuilding nodes from rows, ordering by score, other
+postprocessors) is its own code, called unchanged, so the nodes and scores are the stock ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from accel.ir import CallOp, GraphBuilder, ItemsOp, Kind, Ref
+
+from .bindings import (
+    EngineSpec,
+    Unbound,
+    bind_embedding,
+    bind_reranker,
+    bind_vector_store,
+    hits_to_result,
+)
+from .prompts import QUERY_PORT
+
+EngineName = Callable[[EngineSpec], str]
+
+
+@dataclass
+class RetrievalPlan:
+    """What was recognised; `build(builder, engine_name)` lowers it into a graph."""
+
+    retriever: Any
+    postprocessors: list[Any]
+    lowered: list[str] = field(default_factory=list)
+    opaque: list[Unbound] = field(default_factory=list)
+
+    def build(self, b: GraphBuilder, engine_name: EngineName) -> Ref:
+        query = b.input(QUERY_PORT)
+        nodes = _lower_retriever(self, b, query, engine_name)
+        for i, postprocessor in enumerate(self.postprocessors):
+            nodes = _lower_postprocessor(self, b.scope(f"post{i}"), postprocessor, query, nodes, engine_name)
+        return nodes
+
+
+def plan_retrieval(retriever: Any, postprocessors: list[Any]) -> RetrievalPlan:
+    return RetrievalPlan(retriever, list(postprocessors))
+
+
+def _is_vector_retriever(retriever: Any) -> bool:
+    from llama_index.core.indices.vector_store.retrievers.retriever import VectorIndexRetriever
+
+    return type(retriever) is VectorIndexRetriever
+
+
+def _lower_retriever(plan: RetrievalPlan, b: GraphBuilder, query: Ref, engine_name: EngineName) -> Ref:
+    retriever = plan.retriever
+    if not _is_vector_retriever(retriever) or not retriever._needs_embedding():
+        plan.opaque.append(Unbound(type(retriever).__name__, "not a dense VectorIndexRetriever: retrieve() runs as-is"))
+        return b.add(Kind.CALL, "retrieve", inputs={"query": query}, op=CallOp(lambda query: retriever.retrieve(_bundle(query))))
+    vectors = _lower_embed(plan, b, query, engine_name)
+    k = retriever._similarity_top_k
+    search = bind_vector_store(retriever._vector_store, retriever)
+    if isinstance(search, Unbound):
+        plan.opaque.append(search)
+        return b.add(Kind.CALL, "search", inputs={"query": query, "vectors": vectors},
+                     op=CallOp(lambda query, vectors: retriever._get_nodes_with_embeddings(_bundle(query, vectors[0]))))
+    plan.lowered.append(f"PGVectorStore search (k={k}) -> Search on {search.collection}")
+    hits = b.add(Kind.SEARCH, "search", engine=engine_name(search.engine), inputs={"vectors": vectors},
+                 op=ItemsOp("vectors", request=lambda vector, _values: search.request(vector, k)))
+    return b.add(Kind.CALL, "nodes", inputs={"hits": hits}, op=CallOp(lambda hits: _scored_nodes(retriever, hits[0])))
+
+
+def _lower_embed(plan: RetrievalPlan, b: GraphBuilder, query: Ref, engine_name: EngineName) -> Ref:
+    embed_model = plan.retriever._embed_model
+    binding = bind_embedding(embed_model)
+    if isinstance(binding, Unbound):
+        plan.opaque.append(binding)
+        return b.add(Kind.CALL, "embed", inputs={"query": query},
+                     op=CallOp(lambda query: [embed_model.get_agg_embedding_from_queries([query])]))
+    plan.lowered.append(f"{type(embed_model).__name__} -> Embed")
+    texts = b.add(Kind.CALL, "texts", inputs={"query": query}, op=CallOp(lambda query: [query], blocking=False))
+    return b.add(Kind.EMBED, "embed", engine=engine_name(binding.engine), inputs={"texts": texts},
+                 op=ItemsOp("texts", request=lambda text, _values: binding.query_request(text)))
+
+
+def _lower_postprocessor(plan: RetrievalPlan, b: GraphBuilder, postprocessor: Any, query: Ref, nodes: Ref,
+                         engine_name: EngineName) -> Ref:
+    binding = bind_reranker(postprocessor)
+    if isinstance(binding, Unbound):
+        if type(postprocessor).__name__ != "SimilarityPostprocessor":
+            plan.opaque.append(binding)
+        else:
+            plan.lowered.append("SimilarityPostprocessor -> Call (cheap, run as-is)")
+        return b.add(Kind.CALL, "run", inputs={"query": query, "nodes": nodes},
+                     op=CallOp(lambda query, nodes: postprocessor.postprocess_nodes(nodes, query_bundle=_bundle(query))))
+    plan.lowered.append(f"SentenceTransformerRerank(top_n={binding.top_n}) -> Rerank")
+    pairs = b.add(Kind.CALL, "pairs", inputs={"query": query, "nodes": nodes}, op=CallOp(_rerank_pairs, blocking=False))
+    scores = b.add(Kind.RERANK, "rerank", engine=engine_name(binding.engine), inputs={"pairs": pairs}, op=ItemsOp("pairs"))
+    return b.add(Kind.CALL, "top_n", inputs={"nodes": nodes, "scores": scores},
+                 op=CallOp(lambda nodes, scores: _apply_scores(nodes, scores, binding.top_n, binding.keep_retrieval_score),
+                           blocking=False))
+
+
+def _bundle(query: str, embedding: list[float] | None = None) -> Any:
+    from llama_index.core.schema import QueryBundle
+
+    return QueryBundle(query_str=query, embedding=embedding)
+
+
+def _scored_nodes(retriever: Any, hits: list[Any]) -> list[Any]:
+    """What `VectorIndexRetriever._get_nodes_with_embeddings` does with the store's result."""
+    result = hits_to_result(hits)
+    missing = retriever._determine_nodes_to_fetch(result)
+    if missing:
+        fetched = retriever._docstore.get_nodes(node_ids=missing, raise_error=False)
+        result.nodes = retriever._insert_fetched_nodes_into_query_result(result, fetched)
+    return retriever._convert_nodes_to_scored_nodes(result)
+
+
+def _rerank_pairs(query: str, nodes: list[Any]) -> list[tuple[str, str]]:
+    from llama_index.core.schema import MetadataMode
+
+    return [(query, n.node.get_content(metadata_mode=MetadataMode.EMBED)) for n in nodes]
+
+
+def _apply_scores(nodes: list[Any], scores: list[float], top_n: int, keep_retrieval_score: bool) -> list[Any]:
+    """What `SentenceTransformerRerank._postprocess_nodes` does with the model's scores."""
+    for node, score in zip(nodes, scores, strict=True):
+        if keep_retrieval_score:
+            node.node.metadata["retrieval_score"] = node.score
+        node.score = score
+    return sorted(nodes, key=lambda x: -x.score if x.score else 0)[:top_n]

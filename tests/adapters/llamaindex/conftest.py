@@ -1,0 +1,95 @@
+"""LlamaIndex apps built from standard classes on the real engines: MiniLM embeddings, a
+pgserver PostgreSQL (PGVectorStore with the app's own table) or the in-memory store, and
+OpenAILike on the vLLM server behind the recording proxy, decoding greedily."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("llama_index.core")
+pytest.importorskip("llama_index.vector_stores.postgres")
+
+from accel.adapters.common.proxy import RecordingProxy  # noqa: E402
+from accel.engines.llm.server import ServerHandle  # noqa: E402
+
+CONTEXT_WINDOW = 2048  # the server's --max-model-len (tests/adapters/conftest.py)
+
+SUBJECTS = ["The heron", "Our kettle", "The old bridge", "A violin", "The compiler", "Fresh bread", "The river"]
+ACTIONS = ["sleeps through", "hums during", "glows in", "waits out", "remembers"]
+TIMES = ["the winter storm", "a quiet morning", "the long night", "the market day"]
+QUESTIONS = ["Which animal sleeps in the storm?", "music at dawn", "a bridge over water at night", "baking bread"]
+
+
+def corpus() -> list[tuple[str, str, dict[str, Any]]]:
+    rows = []
+    for s, subject in enumerate(SUBJECTS):
+        for a, action in enumerate(ACTIONS):
+            n = s * len(ACTIONS) + a
+            rows.append((f"node-{n:03d}", f"{subject} {action} {TIMES[n % len(TIMES)]}.", {"n": n}))
+    return rows
+
+
+def text_nodes() -> list[Any]:
+    from llama_index.core.schema import TextNode
+
+    return [TextNode(id_=i, text=t, metadata=m) for i, t, m in corpus()]
+
+
+@pytest.fixture(scope="session")
+def embed_model(minilm_path: Path) -> Any:
+    from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+
+    return HuggingFaceEmbedding(model_name=str(minilm_path), device="cpu")
+
+
+def make_llm(proxy: RecordingProxy, server: ServerHandle, **overrides: Any) -> Any:
+    from llama_index.llms.openai_like import OpenAILike
+
+    options = {"max_tokens": 12, "temperature": 0.0, "context_window": CONTEXT_WINDOW, "is_chat_model": False}
+    options.update(overrides)
+    return OpenAILike(model=server.model, api_base=proxy.url + "/v1", api_key="EMPTY", **options)
+
+
+@pytest.fixture(scope="session")
+def llm(llm_proxy: RecordingProxy, vllm_server: ServerHandle) -> Any:
+    return make_llm(llm_proxy, vllm_server)
+
+
+@pytest.fixture(scope="session")
+def pg_index(pg_dsn: str, embed_model: Any) -> Any:
+    from llama_index.core import StorageContext, VectorStoreIndex
+    from llama_index.vector_stores.postgres import PGVectorStore
+
+    store = PGVectorStore.from_params(
+        connection_string=pg_dsn.replace("postgresql://", "postgresql+psycopg2://", 1),
+        async_connection_string=pg_dsn.replace("postgresql://", "postgresql+asyncpg://", 1),
+        table_name=f"li_{uuid.uuid4().hex[:8]}",
+        embed_dim=384,
+    )
+    storage = StorageContext.from_defaults(vector_store=store)
+    return VectorStoreIndex(text_nodes(), storage_context=storage, embed_model=embed_model)
+
+
+@pytest.fixture(scope="session")
+def memory_index(embed_model: Any) -> Any:
+    from llama_index.core import VectorStoreIndex
+
+    return VectorStoreIndex(text_nodes(), embed_model=embed_model)
+
+
+def llm_bodies(proxy: RecordingProxy) -> list[dict[str, Any]]:
+    """The generation requests the proxy saw, reduced to what the fidelity contract compares
+    (prompt or messages, sampling parameters); prefix-cache warm-ups (token-id prompts) and
+    tokenizer calls are accel's own and left out."""
+    keep = ("prompt", "messages", "max_tokens", "temperature", "stop", "seed")
+    bodies = []
+    for request in proxy.recorder.take():
+        body = request.body or {}
+        if not request.path.endswith("completions") or not isinstance(body.get("prompt", ""), str):
+            continue
+        bodies.append({k: body[k] for k in keep if k in body})
+    return sorted(bodies, key=repr)
