@@ -118,9 +118,13 @@ class VLLMEngine(LLMEngine):
                 **self._engine_args,
             )
             # Building the engine loads weights and starts the core process: off the loop.
-            engine = await asyncio.to_thread(
-                AsyncLLM.from_engine_args, args, stat_loggers=[self._make_recorder]
-            )
+            try:
+                engine = await asyncio.to_thread(
+                    AsyncLLM.from_engine_args, args, stat_loggers=[self._make_recorder]
+                )
+            except Exception as err:  # vLLM raises many types here; callers get one typed error
+                raise EngineUnavailable(self.name, f"vLLM could not start {self.model}: {type(err).__name__}: {err}",
+                                        "check the model directory/name, memory and the vLLM log above") from err
             self._engine = engine
             self.max_model_len = engine.model_config.max_model_len
             self.block_size = engine.vllm_config.cache_config.block_size or self.block_size

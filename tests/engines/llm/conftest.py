@@ -18,7 +18,7 @@ def tiny_model() -> Path:
 
 @pytest.fixture(scope="session")
 def corpus_text() -> str:
-    return "\n".join(doc.text for doc in stdlib_docs(("json", "heapq", "textwrap")))
+    return "\n".join(doc.text for doc in stdlib_docs())
 
 
 def prompt_of_about(corpus_text: str, approx_tokens: int, offset: int = 0) -> str:

