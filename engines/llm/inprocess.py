@@ -168,7 +168,8 @@ class VLLMEngine(LLMEngine):
         final: Generation | None = None
         async for chunk in self.stream(request):
             final = chunk.generation or final
-        assert final is not None  # stream always ends with a finished chunk or raises
+        if final is None:
+            raise EngineDied(self.name, "the output stream ended without a final output", "check the vLLM log")
         return final
 
     async def stream(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
