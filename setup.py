@@ -8,6 +8,8 @@ PACKAGE_DIRS = {
     "accel.engines": "engines",
     "accel.tracer": "tracer",
     "accel.patches": "patches",
+    "accel.benchmarks": "benchmarks",
+    "accel.examples": "examples",
 }
 
 

@@ -1,0 +1,1 @@
+"""Stock LangChain apps (LCEL, langchain-classic retrievers, langchain-postgres PGVector)."""

@@ -1,0 +1,1 @@
+"""Stock LlamaIndex apps (query engines over PGVectorStore, OpenAILike on vLLM)."""

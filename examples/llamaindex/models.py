@@ -1,0 +1,56 @@
+"""The LlamaIndex components every example shares, built from a `StackConfig`: OpenAILike on
+the vLLM server (greedy completions), MiniLM embeddings, a PGVectorStore index."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from llama_index.core import StorageContext, VectorStoreIndex
+from llama_index.core.node_parser import SentenceSplitter
+from llama_index.core.schema import Document
+from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+from llama_index.llms.openai_like import OpenAILike
+from llama_index.vector_stores.postgres import PGVectorStore
+
+from ..stack import StackConfig, sqlalchemy_url
+
+CHUNK_SIZE = 256
+CHUNK_OVERLAP = 30
+EMBED_DIM = 384
+
+
+def llm(config: StackConfig, *, max_tokens: int | None = None) -> OpenAILike:
+    return OpenAILike(
+        model=config.model,
+        api_base=config.openai_base_url,
+        api_key="EMPTY",
+        max_tokens=max_tokens or config.max_tokens,
+        temperature=0.0,
+        context_window=config.context_window,
+        is_chat_model=False,
+        max_retries=0,
+    )
+
+
+def embed_model(config: StackConfig) -> HuggingFaceEmbedding:
+    return HuggingFaceEmbedding(model_name=config.embed_model, device="cpu")
+
+
+def build_index(config: StackConfig, documents: Iterable[Mapping[str, Any]], table: str) -> VectorStoreIndex:
+    """Split (256 tokens, overlap 30), embed and ingest `documents` into a fresh table."""
+    store = PGVectorStore.from_params(
+        connection_string=sqlalchemy_url(config.pg_dsn, "psycopg2"),
+        async_connection_string=sqlalchemy_url(config.pg_dsn, "asyncpg"),
+        table_name=table,
+        embed_dim=EMBED_DIM,
+    )
+    store.clear()
+    docs = [Document(id_=d["id"], text=d["text"], metadata=dict(d.get("metadata", {}))) for d in documents]
+    storage = StorageContext.from_defaults(vector_store=store)
+    return VectorStoreIndex.from_documents(
+        docs,
+        storage_context=storage,
+        embed_model=embed_model(config),
+        transformations=[SentenceSplitter(chunk_size=CHUNK_SIZE, chunk_overlap=CHUNK_OVERLAP)],
+    )
