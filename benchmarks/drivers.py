@@ -1,0 +1,172 @@
+"""How the harness calls an app of each framework: one query, a stock batch, the answer text,
+and a timer on every LLM call (the framework's own callbacks / instrumentation events)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from accel.engines.errors import InvalidRequest
+
+
+@dataclass
+class LLMTimes:
+    """(start, end) of each LLM call, in perf_counter seconds, in the order they started."""
+
+    calls: list[tuple[float, float]] = field(default_factory=list)
+    _open: dict[Any, float] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self, key: Any) -> None:
+        with self._lock:
+            self._open[key] = time.perf_counter()
+
+    def end(self, key: Any) -> None:
+        with self._lock:
+            began = self._open.pop(key, None)
+            if began is not None:
+                self.calls.append((began, time.perf_counter()))
+
+    def durations(self) -> list[float]:
+        with self._lock:
+            return [end - start for start, end in sorted(self.calls)]
+
+
+class Driver(Protocol):
+    framework: str
+
+    def call(self, app: Any, question: str) -> str: ...
+
+    def batch(self, app: Any, questions: Sequence[str], concurrency: int) -> list[str | BaseException]: ...
+
+    def timing(self) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+class LangChainDriver:
+    """Apps take `{"question": q}` and return a string; stock concurrency is `batch` (a thread
+    pool: PGVector over a sync connection has no async API)."""
+
+    framework = "langchain"
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def call(self, app: Any, question: str) -> str:
+        return _text(app.invoke({"question": question}))
+
+    def batch(self, app: Any, questions: Sequence[str], concurrency: int) -> list[str | BaseException]:
+        results = app.batch([{"question": q} for q in questions], config={"max_concurrency": concurrency}, return_exceptions=True)
+        return [r if isinstance(r, BaseException) else _text(r) for r in results]
+
+    @contextmanager
+    def timing(self) -> Iterator[LLMTimes]:
+        """Times every chat/LLM call made while the block runs (a configure hook, so nested
+        runnables and retrievers are covered without passing callbacks around)."""
+        from langchain_core.callbacks import BaseCallbackHandler
+        from langchain_core.tracers.context import register_configure_hook
+        from contextvars import ContextVar
+
+        times = LLMTimes()
+
+        class Timer(BaseCallbackHandler):
+            def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any, **kw: Any) -> None:
+                times.start(run_id)
+
+            def on_llm_start(self, serialized: Any, prompts: Any, *, run_id: Any, **kw: Any) -> None:
+                times.start(run_id)
+
+            def on_llm_end(self, response: Any, *, run_id: Any, **kw: Any) -> None:
+                times.end(run_id)
+
+        var: ContextVar[Any] = ContextVar(f"accel_bench_timer_{id(times)}", default=None)
+        register_configure_hook(var, inheritable=True)
+        token = var.set(Timer())
+        try:
+            yield times
+        finally:
+            var.reset(token)
+
+
+class LlamaIndexDriver:
+    """Apps are query engines; stock concurrency is `asyncio.gather` over `aquery`, always on
+    this driver's one loop (PGVectorStore's async engine is bound to the loop it first ran on)."""
+
+    framework = "llamaindex"
+
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+
+    def close(self) -> None:
+        self._loop.close()
+
+    def call(self, app: Any, question: str) -> str:
+        return _text(app.query(question))
+
+    def batch(self, app: Any, questions: Sequence[str], concurrency: int) -> list[str | BaseException]:
+        async def run_all() -> list[Any]:
+            gate = asyncio.Semaphore(concurrency)
+
+            async def one(q: str) -> Any:
+                async with gate:
+                    return await app.aquery(q)
+
+            return await asyncio.gather(*(one(q) for q in questions), return_exceptions=True)
+
+        return [r if isinstance(r, BaseException) else _text(r) for r in self._loop.run_until_complete(run_all())]
+
+    @contextmanager
+    def timing(self) -> Iterator[LLMTimes]:
+        """Times LLM completion/chat calls through the root instrumentation dispatcher."""
+        import llama_index.core.instrumentation as instrument
+        from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+        from llama_index.core.instrumentation.events.llm import (
+            LLMChatEndEvent, LLMChatStartEvent, LLMCompletionEndEvent, LLMCompletionStartEvent,
+        )
+
+        times = LLMTimes()
+
+        class Timer(BaseEventHandler):
+            @classmethod
+            def class_name(cls) -> str:
+                return "AccelBenchLLMTimer"
+
+            def handle(self, event: Any, **kwargs: Any) -> None:
+                if isinstance(event, (LLMCompletionStartEvent, LLMChatStartEvent)):
+                    times.start(event.span_id)
+                elif isinstance(event, (LLMCompletionEndEvent, LLMChatEndEvent)):
+                    times.end(event.span_id)
+
+        dispatcher = instrument.get_dispatcher()
+        handler = Timer()
+        dispatcher.add_event_handler(handler)
+        try:
+            yield times
+        finally:
+            dispatcher.event_handlers.remove(handler)
+
+
+def _text(result: Any) -> str:
+    """The answer as text: a string, a message's content, or a LlamaIndex Response."""
+    if isinstance(result, str):
+        return result
+    for attr in ("response", "content"):
+        value = getattr(result, attr, None)
+        if isinstance(value, str):
+            return value
+    return str(result)
+
+
+DRIVERS: dict[str, Callable[[], Driver]] = {"langchain": LangChainDriver, "llamaindex": LlamaIndexDriver}
+
+
+def driver_for(framework: str) -> Driver:
+    if framework not in DRIVERS:
+        raise InvalidRequest("bench", f"unknown framework {framework!r}", f"use one of {sorted(DRIVERS)}")
+    return DRIVERS[framework]()

@@ -1,0 +1,155 @@
+"""One comparison: a workload, an example app of one framework, the selected systems, one mode
+(poisson: one run per rate), summarised into the report dict that `report.py` renders.
+
+    report = compare(BenchConfig("advanced-rag", "langchain", "single", queries=8), stack)
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import httpx
+
+from accel.engines.errors import InvalidRequest
+
+from . import metrics
+from .apps import example
+from .drivers import driver_for
+from .lower_bound import lower_bound
+from .runner import MODES, Mode, SystemRun, run_system
+from .systems import ACCEL, BASELINES, LLAMADISTPC, STOCK_CONCURRENT, STOCK_SEQUENTIAL, Apps, select
+from .workload import DEFAULT_MODULES, build_workload
+
+Progress = Callable[[str], None]
+DEFAULT_RATES: tuple[float, ...] = (0.25, 0.5, 1.0)
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    example: str
+    framework: str
+    mode: Mode
+    queries: int = 8
+    rates: tuple[float, ...] = ()
+    systems: tuple[str, ...] = ()  # empty: all, ablations included
+    ablations: bool = True
+    concurrency: int = 16
+    seed: int = 0
+    modules: tuple[str, ...] = DEFAULT_MODULES
+    max_chars: int = 4000
+
+    def check(self) -> None:
+        if self.mode not in MODES:
+            raise InvalidRequest("bench", f"unknown mode {self.mode!r}", f"use one of {list(MODES)}")
+        if self.queries < 1 or self.concurrency < 1:
+            raise InvalidRequest("bench", f"queries={self.queries}, concurrency={self.concurrency}", "use positive counts")
+        example(self.example).module(self.framework)
+
+
+def reset_prefix_cache(openai_base_url: str) -> bool:
+    """Empty vLLM's prefix cache so no system reuses another one's prompts; only servers
+    started with VLLM_SERVER_DEV_MODE=1 offer it. Returns whether it happened."""
+    url = openai_base_url.rstrip("/").removesuffix("/v1") + "/reset_prefix_cache"
+    try:
+        return httpx.post(url, timeout=30).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def machine() -> dict[str, Any]:
+    return {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(), "gpu": None}
+
+
+@dataclass
+class _Plan:
+    config: BenchConfig
+    stack: Any
+    progress: Progress
+    runs: dict[str, list[SystemRun]] = field(default_factory=dict)
+
+
+def _apps(config: BenchConfig, stack: Any, documents: list[dict[str, Any]]) -> Apps:
+    module = example(config.example).module(config.framework)
+    index = module.build_index(stack, documents, f"bench_{config.example.replace('-', '_')}_{uuid.uuid4().hex[:8]}")
+    return Apps(module.build_app(stack, index), module.build_app(stack, index, parallel=True))
+
+
+def compare(config: BenchConfig, stack: Any, progress: Progress = lambda _: None) -> dict[str, Any]:
+    """Run every selected system on the same workload; returns the JSON-ready report."""
+    config.check()
+    workload = build_workload(config.queries, modules=config.modules, max_chars=config.max_chars, seed=config.seed)
+    systems = select(list(config.systems), ablations=config.ablations)
+    if config.mode == "single":
+        systems = [s for s in systems if s.name != STOCK_CONCURRENT]  # identical to sequential there
+    driver = driver_for(config.framework)
+    progress(f"indexing {len(workload.documents)} documents")
+    apps = _apps(config, stack, workload.documents)
+    rates = (config.rates or DEFAULT_RATES) if config.mode == "poisson" else (None,)
+    resets: list[bool] = []
+    runs: dict[str, list[SystemRun]] = {}
+    for rate in rates:
+        arrivals = workload.with_arrivals(rate).arrivals if rate else ()
+        for system in systems:
+            progress(f"{system.name}" + (f" @ {rate}/s" if rate else ""))
+            run = run_system(
+                system, apps, driver, workload.questions, config.mode, arrivals=arrivals, rate=rate,
+                concurrency=config.concurrency, before=lambda: resets.append(reset_prefix_cache(stack.openai_base_url)),
+                time_llm=system.name == STOCK_SEQUENTIAL and config.mode == "single",
+            )
+            runs.setdefault(system.name, []).append(run)
+            if system.accel:
+                import accel
+
+                accel.shutdown()  # each accel system starts from fresh sessions and engines
+    return _report(config, workload.questions, runs, stack, all(resets) and bool(resets))
+
+
+def _report(config: BenchConfig, questions: list[str], runs: dict[str, list[SystemRun]], stack: Any, reset: bool) -> dict[str, Any]:
+    spec = example(config.example)
+    per_rate: list[dict[str, Any]] = []
+    for i, rate in enumerate(sorted({r.rate for rs in runs.values() for r in rs}, key=lambda r: r or 0)):
+        at = {name: rs[i] for name, rs in runs.items() if i < len(rs)}
+        reference = at.get(STOCK_SEQUENTIAL)
+        per_rate.append({
+            "rate": rate,
+            "systems": {name: metrics.summarize(run, reference) for name, run in at.items()},
+            "speedup_vs_stock": metrics.speedups(at, STOCK_SEQUENTIAL, config.mode),
+            "speedup_vs_stock_concurrent": metrics.speedups(at, STOCK_CONCURRENT, config.mode),
+            "speedup_vs_llamadistpc": metrics.speedups(at, LLAMADISTPC, config.mode),
+        })
+    main = max(per_rate, key=lambda r: r["rate"] or 0)  # poisson: the highest (most loaded) rate
+    report: dict[str, Any] = {
+        "example": config.example,
+        "framework": config.framework,
+        "mode": config.mode,
+        "headline_metric": {"single": "mean latency", "batch": "makespan", "poisson": "p95 latency"}[config.mode],
+        "config": {k: v for k, v in asdict(config).items() if k not in ("modules",)} | {"modules": list(config.modules)},
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "machine": machine(),
+        "engines": {"llm": stack.model, "llm_server": stack.openai_base_url, "embed": stack.embed_model, "rerank": stack.rerank_model},
+        "prefix_cache_reset_between_systems": reset,
+        "questions": questions,
+        "baselines": list(BASELINES),
+        "latency": {name: s["latency"] for name, s in main["systems"].items()},
+        "equal_rate": {name: s["equal_rate"] for name, s in main["systems"].items()},
+        "throughput_qps": {name: s["throughput_qps"] for name, s in main["systems"].items()},
+        "speedup_vs_stock": main["speedup_vs_stock"],
+        "speedup_vs_stock_concurrent": main["speedup_vs_stock_concurrent"],
+        "speedup_vs_llamadistpc": main["speedup_vs_llamadistpc"],
+        "systems": main["systems"],
+        "rates": per_rate if config.mode == "poisson" else [],
+        "lower_bound": None,
+    }
+    stock = runs.get(STOCK_SEQUENTIAL, [None])[0]
+    if stock is not None and stock.llm_calls:
+        bound = lower_bound(spec, stock.llm_calls)
+        accel_mean = (report["latency"].get(ACCEL) or {}).get("mean")
+        bound["accel_over_bound"] = accel_mean / bound["mean_s"] if accel_mean and bound["mean_s"] else None
+        report["lower_bound"] = bound
+    return report
