@@ -103,6 +103,8 @@ class SentenceTransformerEmbedder(Engine[EmbedRequest | str, list[float]]):
     `run` groups a batch by options (normalize, prompt), encodes each group with one
     `encode` call of at most `max_batch` texts per forward pass, and returns the vectors in
     input order as lists of floats (what the frameworks return after `.tolist()`).
+    `threads` sets torch's intra-op threads for this engine's worker only; on cores shared with
+    other busy processes, 1 avoids the OpenMP stalls that make 2-thread batches crawl.
     """
 
     kind = "embed"
@@ -113,10 +115,11 @@ class SentenceTransformerEmbedder(Engine[EmbedRequest | str, list[float]]):
         *,
         device: str = "cpu",
         max_batch: int = 64,
+        threads: int | None = None,
         name: str | None = None,
     ) -> None:
-        if max_batch < 1:
-            raise InvalidRequest("embed", f"max_batch={max_batch} is not positive", "pass max_batch >= 1")
+        if max_batch < 1 or (threads is not None and threads < 1):
+            raise InvalidRequest("embed", f"max_batch={max_batch}, threads={threads}", "pass positive values")
         if model is None:
             self.model_path, default_name = str(packaged_minilm_path()), PACKAGED_MINILM_NAME
         else:
@@ -125,6 +128,7 @@ class SentenceTransformerEmbedder(Engine[EmbedRequest | str, list[float]]):
         self.name = name or default_name
         self.device = device
         self.max_batch = max_batch
+        self.threads = threads
         self._model: Any = None
         self._executor: ThreadPoolExecutor | None = None
         self._start_lock = asyncio.Lock()
@@ -142,6 +146,10 @@ class SentenceTransformerEmbedder(Engine[EmbedRequest | str, list[float]]):
             self._executor = executor
 
     def _load(self) -> Any:
+        if self.threads is not None:  # per calling thread: only this engine's worker changes
+            import torch
+
+            torch.set_num_threads(self.threads)
         from sentence_transformers import SentenceTransformer
 
         try:

@@ -224,41 +224,55 @@ def chunk_texts(n: int) -> list[str]:
 
 
 async def profile_default_engines(
-    batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES, *, progress: Progress | None = None
+    batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES,
+    *,
+    threads: int | None = None,
+    save: bool = True,
+    progress: Progress | None = None,
 ) -> list[EngineProfile]:
     """Profile the packaged MiniLM embedder (query- and chunk-length texts) and the offline
-    reranker (query, chunk) pairs, and save each profile to its default path."""
+    reranker ((query, chunk) pairs); save each profile to its default path unless told not to."""
     from accel.engines.embeddings import SentenceTransformerEmbedder
     from accel.engines.reranker import CrossEncoderReranker
 
+    largest = max(batch_sizes)
     profiles = []
-    async with SentenceTransformerEmbedder(max_batch=max(batch_sizes)) as embedder:
+    async with SentenceTransformerEmbedder(max_batch=largest, threads=threads) as embedder:
         profiles.append(await profile_engine(embedder, query_texts, batch_sizes, label="query", progress=progress))
         profiles.append(await profile_engine(embedder, chunk_texts, batch_sizes, label="chunk", progress=progress))
-    async with CrossEncoderReranker(max_batch=max(batch_sizes)) as reranker:
+    async with CrossEncoderReranker(max_batch=largest, threads=threads) as reranker:
         def pairs(n: int) -> list[tuple[str, str]]:
             return list(zip(query_texts(n), chunk_texts(n), strict=True))
 
         profiles.append(await profile_engine(reranker, pairs, batch_sizes, label="pairs", progress=progress))
-    for profile in profiles:
-        profile.save()
+    if save:
+        for profile in profiles:
+            profile.save()
     return profiles
 
 
 def _main() -> None:
+    import argparse
+
     from rich.console import Console
     from rich.progress import Progress
     from rich.table import Table
 
+    parser = argparse.ArgumentParser(prog="python -m accel.engines.profile", description=__doc__)
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=list(DEFAULT_BATCH_SIZES))
+    parser.add_argument("--threads", type=int, default=None, help="torch threads per engine worker")
+    parser.add_argument("--no-save", action="store_true", help="print the profiles only")
+    args = parser.parse_args()
     with Progress() as progress:
-        profiles = asyncio.run(profile_default_engines(progress=progress))
+        profiles = asyncio.run(profile_default_engines(
+            args.batch_sizes, threads=args.threads, save=not args.no_save, progress=progress))
     table = Table("engine", "input", "batch", "items/s", "latency s", "max efficient", "speedup")
     for profile in profiles:
         for point in profile.points:
             mark = "*" if point.batch_size == profile.max_efficient_batch else ""
             table.add_row(profile.engine, profile.label, str(point.batch_size), f"{point.throughput:.1f}",
                           f"{point.latency_s:.3f}", mark, f"{profile.speedup:.1f}x" if mark else "")
-    Console().print(table)
+    Console(width=120).print(table)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,8 @@ class CrossEncoderReranker(Engine[Pair, float]):
 
     `model=None` uses the offline ms-marco-MiniLM-L-6-v2-shaped model (built on first start).
     `max_length=None` keeps the tokenizer's limit, as LangChain does; LlamaIndex's 512 is the
-    same for MiniLM tokenizers.
+    same for MiniLM tokenizers. `threads` sets torch's intra-op threads for this engine's worker
+    thread only (see `SentenceTransformerEmbedder`).
     """
 
     kind = "rerank"
@@ -49,16 +50,18 @@ class CrossEncoderReranker(Engine[Pair, float]):
         device: str = "cpu",
         max_batch: int = 32,
         max_length: int | None = None,
+        threads: int | None = None,
         name: str | None = None,
     ) -> None:
-        if max_batch < 1:
-            raise InvalidRequest("rerank", f"max_batch={max_batch} is not positive", "pass max_batch >= 1")
+        if max_batch < 1 or (threads is not None and threads < 1):
+            raise InvalidRequest("rerank", f"max_batch={max_batch}, threads={threads}", "pass positive values")
         self.model_spec = None if model is None else str(model)
         if self.model_spec is not None:  # fail on a missing path now, not at the first query
             self.model_spec = resolve_reranker(self.model_spec)
         self.name = name or (Path(self.model_spec).name if self.model_spec else "rerank-minilm-l6")
         self.device = device
         self.max_batch = max_batch
+        self.threads = threads
         self.max_length = max_length
         self._model: Any = None
         self._executor: ThreadPoolExecutor | None = None
@@ -77,6 +80,10 @@ class CrossEncoderReranker(Engine[Pair, float]):
             self._executor = executor
 
     def _load(self) -> Any:
+        if self.threads is not None:  # per calling thread: only this engine's worker changes
+            import torch
+
+            torch.set_num_threads(self.threads)
         from sentence_transformers import CrossEncoder
 
         path = resolve_reranker(self.model_spec)

@@ -135,3 +135,14 @@ async def test_dimension_needs_a_started_engine(minilm_path):
         assert engine.dimension == 384
     finally:
         await engine.stop()
+
+
+async def test_threads_apply_to_the_engine_worker_only(minilm_path, reference, texts):
+    import torch
+
+    before = torch.get_num_threads()
+    async with SentenceTransformerEmbedder(minilm_path, threads=1) as single:
+        assert close(await single.run(texts), reference.encode(texts))
+    assert torch.get_num_threads() == before
+    with pytest.raises(InvalidRequest):
+        SentenceTransformerEmbedder(minilm_path, threads=0)
