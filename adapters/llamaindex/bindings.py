@@ -39,6 +39,9 @@ def _class_name(obj: Any) -> str:
 # ---- LLMs ------------------------------------------------------------------------------------
 
 OPENAI_CLASSES = frozenset({"OpenAILike", "OpenAI"})
+# What the OpenAI completions API (and vLLM's) uses when a request names no max_tokens; the
+# chat API then generates up to the end of the context window instead.
+COMPLETIONS_DEFAULT_MAX_TOKENS = 16
 _SAMPLING_KEYS = frozenset({"max_tokens", "temperature", "top_p", "stop", "seed"})
 
 
@@ -47,7 +50,7 @@ class LLMBinding:
     engine: EngineSpec
     params: SamplingParams
     chat: bool
-    fill_max_tokens: bool  # the app sends no max_tokens: the server uses what is left of the context
+    fill_max_tokens: bool  # a chat app that sends no max_tokens: the server uses what is left of the context
 
 
 def bind_llm(llm: Any) -> LLMBinding | Unbound:
@@ -63,8 +66,9 @@ def bind_llm(llm: Any) -> LLMBinding | Unbound:
     if unknown:
         return Unbound(name, f"sampling options {unknown} are not forwarded by accel's OpenAI engine")
     stop = kwargs.get("stop") or ()
+    chat = bool(llm.metadata.is_chat_model)
     params = SamplingParams(
-        max_tokens=int(kwargs.get("max_tokens") or 0),
+        max_tokens=int(kwargs.get("max_tokens") or COMPLETIONS_DEFAULT_MAX_TOKENS),
         temperature=float(kwargs.get("temperature", 1.0)),
         top_p=float(kwargs.get("top_p", 1.0)),
         stop=(stop,) if isinstance(stop, str) else tuple(stop),
@@ -80,8 +84,8 @@ def bind_llm(llm: Any) -> LLMBinding | Unbound:
     return LLMBinding(
         engine=EngineSpec("llm", ("openai", base_url, model), factory),
         params=params,
-        chat=bool(llm.metadata.is_chat_model),
-        fill_max_tokens="max_tokens" not in kwargs,
+        chat=chat,
+        fill_max_tokens=chat and "max_tokens" not in kwargs,
     )
 
 
@@ -207,8 +211,8 @@ def bind_reranker(postprocessor: Any) -> RerankBinding | Unbound:
     model = postprocessor._model
     path = str(postprocessor.model)
     tokenizer_max = getattr(model.tokenizer, "model_max_length", None)
-    if model.max_length not in (None, tokenizer_max):
-        return Unbound(name, f"max_length={model.max_length} differs from the tokenizer's {tokenizer_max}")
+    if model.max_seq_length not in (None, tokenizer_max):
+        return Unbound(name, f"max_length={model.max_seq_length} differs from the tokenizer's {tokenizer_max}")
 
     def factory() -> Any:
         from accel.engines.reranker import CrossEncoderReranker
