@@ -1,0 +1,31 @@
+"""accel: drop-in acceleration for LangChain and LlamaIndex apps on locally hosted engines.
+
+    chain = accel.wrap(chain)
+
+Importing `accel` is light: the runtime, the engines and the framework adapters load on
+first use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from accel.wrap import register_adapter, wrap
+
+__all__ = ["get_session", "register_adapter", "shutdown", "wrap"]
+
+
+def get_session(**options: Any) -> Any:
+    """The shared `accel.session.Session` for these options (see `accel.session.get_session`)."""
+    from accel.session import get_session as _get_session
+
+    return _get_session(**options)
+
+
+def shutdown() -> None:
+    """Stop every accel session of this process: runtime, engines and loop thread."""
+    import sys
+
+    session = sys.modules.get("accel.session")
+    if session is not None:
+        session.shutdown()

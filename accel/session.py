@@ -1,0 +1,252 @@
+"""The process-wide session: one background asyncio loop running one `Runtime` for every
+wrapped app, so queries from sync threads and from async code on any loop batch together.
+
+    session = get_session()
+    name = session.engine("embed", model_path, lambda: SentenceTransformerEmbedder(model_path))
+    template = session.template(key, build_graph, context=PassContext())
+    value = session.submit(template, {"input": x}).result()      # sync callers
+    value = await session.arun(template, {"input": x})           # async callers, any loop
+
+The loop thread, the runtime and each engine are created lazily on first use. Engines are
+shared and deduplicated by `(kind, key)`: two chains on the same embedding model use one
+embedder, so their requests batch. `shutdown()` (also run at exit) stops the runtime and the
+engines the session created.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import itertools
+import threading
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any
+
+from accel.engines.base import Engine
+from accel.engines.errors import EngineUnavailable
+from accel.runtime.policies import PolicyName, get_policy
+
+SHUTDOWN_TIMEOUT_S = 30.0
+
+
+class Session:
+    """One loop thread, one runtime, the engines it needs, and the cached templates."""
+
+    def __init__(self, *, policy: PolicyName = "topology", disabled_passes: Iterable[str] = ()) -> None:
+        get_policy(policy)  # a typo fails here, not at the first query
+        self.policy: PolicyName = policy
+        self.disabled_passes: tuple[str, ...] = tuple(disabled_passes)
+        self._lock = threading.RLock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runtime: Any = None
+        self._names: dict[tuple[str, Hashable], str] = {}
+        self._engines: dict[str, Engine] = {}
+        self._limits: dict[str, Any] = {}
+        self._ids = itertools.count()
+        self._templates: Any = None
+        self._attaching: dict[str, asyncio.Task[None]] = {}
+        self._closed = False
+
+    # ---- lifecycle ----------------------------------------------------------------------
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The session's loop, started on first use in a daemon thread."""
+        with self._lock:
+            if self._closed:
+                raise EngineUnavailable("session", "the accel session was shut down", "call accel.get_session() for a new one")
+            if self._loop is None:
+                self._start_loop()
+            return self._loop
+
+    def _start_loop(self) -> None:
+        from accel.runtime.runtime import Runtime
+
+        loop = asyncio.new_event_loop()
+        ready = threading.Event()
+
+        def serve() -> None:
+            asyncio.set_event_loop(loop)
+            loop.call_soon(ready.set)
+            loop.run_forever()
+
+        thread = threading.Thread(target=serve, name="accel-session", daemon=True)
+        thread.start()
+        ready.wait()
+        runtime = Runtime({}, policy=self.policy)
+        asyncio.run_coroutine_threadsafe(runtime.start(), loop).result()
+        self._loop, self._thread, self._runtime = loop, thread, runtime
+
+    @property
+    def started(self) -> bool:
+        return self._loop is not None
+
+    def shutdown(self) -> None:
+        """Stop the runtime, the session's engines and the loop thread. Idempotent."""
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._closed = True
+            self._loop = self._thread = None
+        if loop is None or thread is None:
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self._stop(), loop).result(SHUTDOWN_TIMEOUT_S)
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(SHUTDOWN_TIMEOUT_S)
+            if not thread.is_alive():
+                loop.close()
+
+    async def _stop(self) -> None:
+        for task in self._attaching.values():
+            task.cancel()
+        await asyncio.gather(*self._attaching.values(), return_exceptions=True)
+        await self._runtime.stop()
+        for engine in self._engines.values():
+            await engine.stop()
+
+    # ---- engines ------------------------------------------------------------------------
+
+    def engine(self, kind: str, key: Hashable, factory: Callable[[], Engine], *, limits: Any = None) -> str:
+        """The runtime name of the engine for `(kind, key)`, made with `factory()` the first
+        time. `limits` (an `EngineLimits`) applies to a newly made engine only."""
+        with self._lock:
+            name = self._names.get((kind, key))
+            if name is None:
+                name = f"{kind}{next(self._ids)}"
+                self._engines[name] = factory()
+                self._limits[name] = limits
+                self._names[(kind, key)] = name
+            return name
+
+    def get_engine(self, name: str) -> Engine:
+        return self._engines[name]
+
+    async def _prepare(self, names: Iterable[str]) -> None:
+        """On the loop: make sure each engine has a running scheduler and is started. The work
+        is a session-owned task per engine, shielded from the query that first needed it, so
+        cancelling that query never leaves a half-started engine behind; a failed start is
+        forgotten so that the next query tries again."""
+        for name in names:
+            task = self._attaching.get(name)
+            if task is None:
+                task = self._attaching[name] = asyncio.get_running_loop().create_task(self._attach(name), name=f"accel-attach-{name}")
+                task.add_done_callback(_retrieve)
+            try:
+                await asyncio.shield(task)
+            except asyncio.CancelledError:
+                raise
+            except BaseException:
+                if self._attaching.get(name) is task:
+                    del self._attaching[name]
+                raise
+
+    async def _attach(self, name: str) -> None:
+        from accel.runtime.engine_scheduler import EngineScheduler
+        from accel.runtime.limits import EngineLimits
+
+        engine = self._engines.get(name)
+        if engine is None:
+            raise EngineUnavailable(name, "the template names an engine this session does not hold", "register it with session.engine(...)")
+        runtime = self._runtime
+        if name not in runtime.schedulers:
+            scheduler = EngineScheduler(name, engine, policy=self.policy, limits=self._limits[name] or EngineLimits())
+            await scheduler.start()
+            runtime.engines[name] = engine
+            runtime.schedulers[name] = scheduler
+        await engine.start()
+
+    # ---- templates ----------------------------------------------------------------------
+
+    def template(
+        self,
+        structure_key: Hashable,
+        build: Callable[[], Any],
+        *,
+        context: Any = None,
+        disabled_passes: Iterable[str] = (),
+        passes: bool = True,
+    ) -> Any:
+        """The cached e-graph template for `structure_key`: `build()` gives the p-graph, the
+        passes (minus the session's and these disabled ones) optimise it, once."""
+        from accel.ir.template import TemplateCache
+        from accel.passes import optimize
+
+        disabled = tuple(sorted({*self.disabled_passes, *disabled_passes}))
+        with self._lock:
+            if self._templates is None:
+                self._templates = TemplateCache()
+        run_passes = (lambda graph: optimize(graph, disabled=disabled, context=context)) if passes else None
+        return self._templates.get(structure_key, (disabled, passes), build, run_passes)
+
+    # ---- running queries ----------------------------------------------------------------
+
+    async def _run(self, template: Any, inputs: Mapping[str, Any]) -> Any:
+        runtime = self._runtime
+        await self._prepare(sorted(_engines_of(template)))
+        return await runtime.run(template, inputs)
+
+    def submit(self, template: Any, inputs: Mapping[str, Any]) -> concurrent.futures.Future:
+        """Run one query on the session loop; cancelling the future cancels the query."""
+        loop = self.loop
+        return asyncio.run_coroutine_threadsafe(self._run(template, dict(inputs)), loop)
+
+    def run(self, template: Any, inputs: Mapping[str, Any]) -> Any:
+        """Blocking `submit(...).result()`; refuses to block the session loop itself."""
+        if self.in_loop_thread():
+            raise RuntimeError(
+                "accel session: a blocking call was made on the session loop's own thread. "
+                "Remedy: await session.arun(...) there instead."
+            )
+        return self.submit(template, inputs).result()
+
+    async def arun(self, template: Any, inputs: Mapping[str, Any]) -> Any:
+        """Run one query from async code on any loop (the caller's cancellation propagates)."""
+        loop = self.loop
+        if asyncio.get_running_loop() is loop:
+            return await self._run(template, dict(inputs))
+        return await asyncio.wrap_future(self.submit(template, inputs))
+
+    def in_loop_thread(self) -> bool:
+        return self._thread is not None and threading.current_thread() is self._thread
+
+
+def _retrieve(task: asyncio.Task[None]) -> None:
+    """Mark an attach task's failure as seen: the queries awaiting it re-raise it themselves."""
+    if not task.cancelled():
+        task.exception()
+
+
+def _engines_of(template: Any) -> set[str]:
+    return {node.engine for node in template.nodes if node.is_engine and node.engine}
+
+
+# ---- the process-wide sessions -------------------------------------------------------------
+
+_sessions: dict[tuple[str, tuple[str, ...]], Session] = {}
+_sessions_lock = threading.Lock()
+
+
+def get_session(*, policy: PolicyName = "topology", disabled_passes: Iterable[str] = ()) -> Session:
+    """The shared session for these options (one per policy and disabled-pass set; the
+    default options share one session for the whole process)."""
+    key = (policy, tuple(sorted(disabled_passes)))
+    with _sessions_lock:
+        session = _sessions.get(key)
+        if session is None or session._closed:
+            session = _sessions[key] = Session(policy=policy, disabled_passes=key[1])
+        return session
+
+
+def shutdown() -> None:
+    """Shut down every session of this process (also registered to run at exit)."""
+    with _sessions_lock:
+        sessions = list(_sessions.values())
+        _sessions.clear()
+    for session in sessions:
+        session.shutdown()
+
+
+atexit.register(shutdown)

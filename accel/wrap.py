@@ -1,0 +1,75 @@
+"""`accel.wrap(app)`: pick the framework adapter that understands `app` and let it wrap it.
+
+Adapters register themselves with `register_adapter(matches, wrap_fn)`. The built-in ones
+(LangChain, LlamaIndex) are imported only when their framework is already imported by the
+app, so `import accel` stays light and a framework that is not installed costs nothing.
+An adapter package registers itself at import time; a third party calls `register_adapter`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+# framework root module -> accel adapter package that registers itself on import
+BUILTIN_ADAPTERS: dict[str, str] = {
+    "langchain_core": "accel.adapters.langchain",
+    "llama_index.core": "accel.adapters.llamaindex",
+}
+
+
+@dataclass(frozen=True)
+class Adapter:
+    matches: Callable[[Any], bool]
+    wrap: Callable[..., Any]
+    name: str
+
+
+_adapters: list[Adapter] = []
+_lock = threading.Lock()
+
+
+def register_adapter(matches: Callable[[Any], bool], wrap_fn: Callable[..., Any], *, name: str | None = None) -> None:
+    """Add an adapter: `wrap_fn(obj, **options)` is used for objects where `matches(obj)`.
+    Registering the same `wrap_fn` again replaces the earlier entry (re-imports are harmless)."""
+    adapter = Adapter(matches, wrap_fn, name or getattr(wrap_fn, "__module__", repr(wrap_fn)))
+    with _lock:
+        _adapters[:] = [a for a in _adapters if a.wrap is not wrap_fn and a.name != adapter.name]
+        _adapters.append(adapter)
+
+
+def registered_adapters() -> list[str]:
+    """Names of the registered adapters, in matching order."""
+    _load_builtins()
+    return [a.name for a in _adapters]
+
+
+def _load_builtins() -> None:
+    for framework, package in BUILTIN_ADAPTERS.items():
+        if framework in sys.modules and package not in sys.modules:
+            try:
+                importlib.import_module(package)
+            except ModuleNotFoundError as err:
+                if err.name != package:  # the adapter exists but something it needs is missing
+                    raise
+
+
+def wrap(obj: Any, **options: Any) -> Any:
+    """Return an accelerated drop-in replacement for `obj` (a LangChain Runnable, a
+    LlamaIndex query engine, ...). Options go to the adapter (e.g. `policy="po"`,
+    `disabled_passes=["prefill_split"]`)."""
+    _load_builtins()
+    with _lock:
+        adapters = list(_adapters)
+    for adapter in adapters:
+        if adapter.matches(obj):
+            return adapter.wrap(obj, **options)
+    supported = ", ".join(a.name for a in adapters) or "none registered (import langchain_core or llama_index first)"
+    raise TypeError(
+        f"accel.wrap: cannot wrap an object of type {type(obj).__module__}.{type(obj).__qualname__}. "
+        f"Supported: LangChain Runnables and LlamaIndex query engines (adapters: {supported})."
+    )

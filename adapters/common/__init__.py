@@ -1,0 +1,1 @@
+"""Pieces both framework adapters share: engine binding, request recording, explain()."""

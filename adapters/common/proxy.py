@@ -1,0 +1,130 @@
+"""A recording reverse proxy for an OpenAI-compatible server, on 127.0.0.1.
+
+Fidelity tests point the stock app and the accelerated app at the same proxy and compare the
+JSON bodies it saw: same prompts, same sampling parameters. Responses (streamed or not) are
+relayed as they arrive, so the clients behave exactly as against the server itself.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+_HOP_HEADERS = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "host"})
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    body: dict[str, Any] | None
+    status: int = 0
+
+
+@dataclass
+class RequestRecorder:
+    """Thread-safe list of the requests a proxy forwarded."""
+
+    requests: list[RecordedRequest] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, request: RecordedRequest) -> None:
+        with self._lock:
+            self.requests.append(request)
+
+    def take(self) -> list[RecordedRequest]:
+        """The requests recorded so far, clearing the log."""
+        with self._lock:
+            taken, self.requests = self.requests, []
+        return taken
+
+
+class RecordingProxy:
+    """Forwards every request to `upstream` (e.g. "http://127.0.0.1:8000") and records it.
+
+        with RecordingProxy("http://127.0.0.1:8000") as proxy:
+            llm = ChatOpenAI(base_url=proxy.url + "/v1", ...)
+            ...
+            bodies = [r.body for r in proxy.recorder.take()]
+    """
+
+    def __init__(self, upstream: str) -> None:
+        parts = urlsplit(upstream)
+        self.upstream_host = parts.hostname or "127.0.0.1"
+        self.upstream_port = parts.port or 80
+        self.recorder = RequestRecorder()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> RecordingProxy:
+        self._thread = threading.Thread(target=self._server.serve_forever, name="accel-recording-proxy", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join()
+
+    def __enter__(self) -> RecordingProxy:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
+                return
+
+            def _forward(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                record = RecordedRequest(self.command, self.path, _json_or_none(raw))
+                upstream = http.client.HTTPConnection(proxy.upstream_host, proxy.upstream_port, timeout=600)
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_HEADERS}
+                try:
+                    upstream.request(self.command, self.path, body=raw or None, headers=headers)
+                    response = upstream.getresponse()
+                    record.status = response.status
+                    proxy.recorder.add(record)
+                    self.send_response(response.status)
+                    for key, value in response.getheaders():
+                        if key.lower() not in _HOP_HEADERS:
+                            self.send_header(key, value)
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    while chunk := response.read1(65536):
+                        self.wfile.write(chunk)
+                        self.wfile.flush()
+                finally:
+                    upstream.close()
+                    self.close_connection = True
+
+            do_GET = do_POST = do_DELETE = _forward
+
+        return Handler
+
+
+def _json_or_none(raw: bytes) -> dict[str, Any] | None:
+    try:
+        value = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
