@@ -8,7 +8,6 @@ exactly that and nothing a user pointed us at (ACCEL_PG_DSN, ACCEL_OPENAI_BASE_U
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -61,26 +60,25 @@ def read_state(cfg: Settings | None = None) -> StackInfo | None:
         return None
 
 
-def _pid_alive(pid: int | None) -> bool:
+def pid_alive(pid: int | None) -> bool:
+    """True while `pid` runs; a zombie (exited, not yet reaped by its new parent) is not alive."""
     if not pid:
         return False
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
         return False
-    except PermissionError:
-        return True
-    return True
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-async def up(cfg: Settings | None = None, *, report: Report = _quiet, max_model_len: int = 4096) -> StackInfo:
+async def up(cfg: Settings | None = None, *, report: Report = _quiet, max_model_len: int | None = None) -> StackInfo:
     """Start what is not running yet and return how to reach it. Idempotent."""
     from .llm.server import launch_server
     from .vectordb.server import start_local_postgres
 
     cfg = cfg or current_settings()
     state = read_state(cfg)
-    if state and (state.server_pid is None or _pid_alive(state.server_pid)):
+    if state and (state.server_pid is None or pid_alive(state.server_pid)):
         report("stack already up")
         return state
 
@@ -94,7 +92,7 @@ async def up(cfg: Settings | None = None, *, report: Report = _quiet, max_model_
 
     if cfg.openai_base_url:
         report("using the vLLM server at ACCEL_OPENAI_BASE_URL")
-        base_url, pid, log = cfg.openai_base_url, None, None
+        base_url, served, pid, log = cfg.openai_base_url, llm, None, None
     else:
         report("starting the vLLM OpenAI server (about 2 minutes on CPU)")
         log_path = cfg.home / "logs" / "vllm-server.log"
@@ -107,9 +105,9 @@ async def up(cfg: Settings | None = None, *, report: Report = _quiet, max_model_
 
                 stop_local_postgres(Path(pg_dir))
             raise
-        base_url, pid, log = handle.base_url, handle.pid, str(handle.log_path)
+        base_url, served, pid, log = handle.base_url, handle.model, handle.pid, str(handle.log_path)
 
-    info = StackInfo(base_url, llm, dsn, embed, rerank, server_pid=pid, server_log=log, pg_dir=pg_dir)
+    info = StackInfo(base_url, served, dsn, embed, rerank, server_pid=pid, server_log=log, pg_dir=pg_dir)
     cfg.stack_state.parent.mkdir(parents=True, exist_ok=True)
     tmp = cfg.stack_state.with_suffix(".tmp")
     tmp.write_text(json.dumps(info.to_json(), indent=2))
@@ -129,7 +127,7 @@ def down(cfg: Settings | None = None, *, report: Report = _quiet) -> list[str]:
         report("nothing to stop")
         return stopped
     errors: list[str] = []
-    if state.server_pid and _pid_alive(state.server_pid):
+    if state.server_pid and pid_alive(state.server_pid):
         report(f"stopping the vLLM server (pid {state.server_pid})")
         try:
             stop_pid(state.server_pid)

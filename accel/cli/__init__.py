@@ -31,4 +31,10 @@ _mount_optional()
 
 
 def main() -> None:
-    app()
+    from accel.engines.errors import EngineError
+
+    try:
+        app()
+    except EngineError as exc:  # typed engine errors already say what broke and what to do
+        typer.echo(f"accel: {exc}", err=True)
+        raise SystemExit(1) from None
