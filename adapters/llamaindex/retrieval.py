@@ -23,6 +23,7 @@ from .bindings import (
     bind_vector_store,
     hits_to_result,
 )
+from .fusion import is_fusion, lower_fusion
 from .prompts import QUERY_PORT
 
 EngineName = Callable[[EngineSpec], str]
@@ -57,6 +58,15 @@ def _is_vector_retriever(retriever: Any) -> bool:
 
 def _lower_retriever(plan: RetrievalPlan, b: GraphBuilder, query: Ref, engine_name: EngineName) -> Ref:
     retriever = plan.retriever
+    if is_fusion(retriever):
+        fused = lower_fusion(b, retriever, query, engine_name, _scored_nodes)
+        if not isinstance(fused, Unbound):
+            mode = getattr(retriever.mode, "value", retriever.mode)
+            plan.lowered.append(f"QueryFusionRetriever({retriever.num_queries} queries, {mode}) -> "
+                                "Call(query generation) + batched Embed/Search per sub-retriever + Call(fusion)")
+            return fused
+        plan.opaque.append(fused)
+        return b.add(Kind.CALL, "retrieve", inputs={"query": query}, op=CallOp(lambda query: retriever.retrieve(_bundle(query))))
     if not _is_vector_retriever(retriever) or not retriever._needs_embedding():
         plan.opaque.append(Unbound(type(retriever).__name__, "not a dense VectorIndexRetriever: retrieve() runs as-is"))
         return b.add(Kind.CALL, "retrieve", inputs={"query": query}, op=CallOp(lambda query: retriever.retrieve(_bundle(query))))

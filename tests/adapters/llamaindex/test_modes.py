@@ -70,3 +70,20 @@ def test_cutoff_removing_every_node_gives_empty_response(pg_index: Any, llm: Any
     stock, fast = engine.query("baking bread"), accel.wrap(engine).query("baking bread")
     assert fast.response == stock.response == "Empty Response"
     assert fast.source_nodes == stock.source_nodes == []
+
+
+@pytest.mark.engines
+@pytest.mark.parametrize("mode", ["reciprocal_rerank", "relative_score"])
+def test_query_fusion_retriever(pg_index: Any, memory_index: Any, llm: Any, llm_proxy: Any, mode: str) -> None:
+    from llama_index.core.query_engine import RetrieverQueryEngine
+    from llama_index.core.retrievers import QueryFusionRetriever
+
+    fusion = QueryFusionRetriever([pg_index.as_retriever(similarity_top_k=3)], llm=llm, num_queries=3,
+                                  similarity_top_k=3, mode=mode, use_async=False)
+    engine = RetrieverQueryEngine.from_args(fusion, llm=llm)
+    assert "QueryFusionRetriever(3 queries" in accel.wrap(engine).explain()
+    compare(engine, llm_proxy)
+    in_memory = QueryFusionRetriever([memory_index.as_retriever(similarity_top_k=2)], llm=llm, num_queries=2, use_async=False)
+    opaque = RetrieverQueryEngine.from_args(in_memory, llm=llm)
+    assert "opaque (run as-is)" in accel.wrap(opaque).explain()
+    compare(opaque, llm_proxy)

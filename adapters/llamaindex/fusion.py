@@ -1,0 +1,79 @@
+"""QueryFusionRetriever: the expanded queries' embeddings and searches as batched primitives.
+
+    Input(query) -> Call(expand: the retriever's own LLM query generation)
+                 -> per sub-retriever: Embed(all queries) -> Search(all vectors)
+                 -> Call(fuse: the retriever's own fusion) -> nodes
+
+All queries of a query (and of concurrent queries) share one embedding batch and one search
+round trip per sub-retriever, where stock retrieves them one after another. Query generation
+stays the retriever's own LLM call (opaque): its prompt is not rendered through `predict`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from accel.ir import CallOp, GraphBuilder, ItemsOp, Kind, Ref
+
+from .bindings import Unbound, bind_embedding, bind_vector_store
+
+
+def is_fusion(retriever: Any) -> bool:
+    return type(retriever).__name__ == "QueryFusionRetriever"
+
+
+def lower_fusion(b: GraphBuilder, retriever: Any, query: Ref, engine_name: Any, scored_nodes: Any) -> Ref | Unbound:
+    """Lower `retriever` if every sub-retriever is a dense VectorIndexRetriever on bound
+    engines; otherwise return why not (the caller keeps it opaque)."""
+    from llama_index.core.indices.vector_store.retrievers.retriever import VectorIndexRetriever
+
+    bound = []
+    for sub in retriever._retrievers:
+        if type(sub) is not VectorIndexRetriever or not sub._needs_embedding():
+            return Unbound("QueryFusionRetriever", f"sub-retriever {type(sub).__name__} is not a dense VectorIndexRetriever")
+        embed, search = bind_embedding(sub._embed_model), bind_vector_store(sub._vector_store, sub)
+        for binding in (embed, search):
+            if isinstance(binding, Unbound):
+                return Unbound("QueryFusionRetriever", f"sub-retriever: {binding.component}: {binding.reason}")
+        bound.append((sub, embed, search))
+    queries = b.add(Kind.CALL, "expand", inputs={"query": query}, op=CallOp(lambda query: _queries(retriever, query)))
+    hits: dict[str, Ref] = {}
+    for i, (sub, embed, search) in enumerate(bound):
+        s = b.scope(f"r{i}")
+        vectors = s.add(Kind.EMBED, "embed", engine=engine_name(embed.engine), inputs={"queries": queries},
+                        op=ItemsOp("queries", request=lambda text, _v, embed=embed: embed.query_request(text)))
+        k = sub._similarity_top_k
+        hits[f"r{i}"] = s.add(Kind.SEARCH, "search", engine=engine_name(search.engine), inputs={"vectors": vectors},
+                              op=ItemsOp("vectors", request=lambda vector, _v, search=search, k=k: search.request(vector, k)))
+    subs = [sub for sub, _, _ in bound]
+
+    def fuse(queries: list[str], **hits_by_retriever: list[list[Any]]) -> list[Any]:
+        results = {}
+        for j, text in enumerate(queries):
+            for i, sub in enumerate(subs):
+                results[(text, i)] = scored_nodes(sub, hits_by_retriever[f"r{i}"][j])
+        return _fuse(retriever, results)
+
+    return b.add(Kind.CALL, "fuse", inputs={"queries": queries, **hits}, op=CallOp(fuse))
+
+
+def _queries(retriever: Any, query: str) -> list[str]:
+    """The original query, then the generated ones, as `_retrieve` builds its list."""
+    generated = retriever._get_queries(query) if retriever.num_queries > 1 else []
+    return [query, *(bundle.query_str for bundle in generated)]
+
+
+def _fuse(retriever: Any, results: dict[tuple[str, int], list[Any]]) -> list[Any]:
+    """The fusion step of `QueryFusionRetriever._retrieve`, by its own methods."""
+    from llama_index.core.retrievers.fusion_retriever import FUSION_MODES
+
+    mode, top_k = retriever.mode, retriever.similarity_top_k
+    if mode == FUSION_MODES.RECIPROCAL_RANK:
+        return retriever._reciprocal_rerank_fusion(results)[:top_k]
+    if mode == FUSION_MODES.RELATIVE_SCORE:
+        return retriever._relative_score_fusion(results)[:top_k]
+    if mode == FUSION_MODES.DIST_BASED_SCORE:
+        return retriever._relative_score_fusion(results, dist_based=True)[:top_k]
+    if mode == FUSION_MODES.SIMPLE:
+        return retriever._simple_fusion(results)[:top_k]
+    raise ValueError(f"Invalid fusion mode: {mode}")
