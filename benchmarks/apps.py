@@ -4,8 +4,8 @@ built, and the shape of its critical path (for the lower bound)."""
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from accel.engines.errors import InvalidRequest
@@ -17,23 +17,14 @@ def sequential(n_calls: int) -> list[int]:
 
 
 @dataclass(frozen=True)
-class ProfileStep:
-    """A non-LLM primitive on the critical path, costed from a saved engine profile
-    (`<ACCEL_HOME>/profiles/<engine>-<label>.json`) at `batch` items."""
-
-    engine: str
-    label: str
-    batch: int
-
-
-@dataclass(frozen=True)
 class ExampleSpec:
     name: str
     modules: dict[str, str]  # framework -> module exposing build_index / build_app
     description: str
     # sizes of the groups of mutually independent LLM calls, in call order
     llm_levels: Callable[[int], list[int]] = sequential
-    profile_steps: Sequence[ProfileStep] = field(default_factory=tuple)
+    embed_batch: int = 0  # queries embedded together on the critical path
+    rerank_pairs: int = 0  # fewest (query, chunk) pairs cross-encoded together on the critical path
 
     def module(self, framework: str) -> Any:
         if framework not in self.modules:
@@ -46,10 +37,8 @@ EXAMPLES: dict[str, ExampleSpec] = {
         "advanced-rag",
         {"langchain": "accel.examples.langchain.advanced_rag", "llamaindex": "accel.examples.llamaindex.advanced_rag"},
         "query expansion into 3 queries, 16 chunks each, rerank to top 3, refine synthesis",
-        profile_steps=(
-            ProfileStep("all-MiniLM-L6-v2", "query", 4),
-            ProfileStep("rerank-minilm-l6", "pairs", 48),
-        ),
+        embed_batch=3,
+        rerank_pairs=16,  # the union of the 3 result lists holds at least 16 distinct chunks
     ),
 }
 

@@ -11,7 +11,7 @@ import os
 import platform
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import httpx
@@ -21,7 +21,7 @@ from accel.engines.errors import InvalidRequest
 from . import metrics
 from .apps import example
 from .drivers import driver_for
-from .lower_bound import lower_bound
+from .lower_bound import lower_bound, profile_steps
 from .runner import MODES, Mode, SystemRun, run_system
 from .systems import ACCEL, BASELINES, LLAMADISTPC, STOCK_CONCURRENT, STOCK_SEQUENTIAL, Apps, select
 from .workload import DEFAULT_MODULES, build_workload
@@ -66,14 +66,6 @@ def machine() -> dict[str, Any]:
     return {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(), "gpu": None}
 
 
-@dataclass
-class _Plan:
-    config: BenchConfig
-    stack: Any
-    progress: Progress
-    runs: dict[str, list[SystemRun]] = field(default_factory=dict)
-
-
 def _apps(config: BenchConfig, stack: Any, documents: list[dict[str, Any]]) -> Apps:
     module = example(config.example).module(config.framework)
     index = module.build_index(stack, documents, f"bench_{config.example.replace('-', '_')}_{uuid.uuid4().hex[:8]}")
@@ -88,6 +80,13 @@ def compare(config: BenchConfig, stack: Any, progress: Progress = lambda _: None
     if config.mode == "single":
         systems = [s for s in systems if s.name != STOCK_CONCURRENT]  # identical to sequential there
     driver = driver_for(config.framework)
+    try:
+        return _compare(config, stack, progress, workload, systems, driver)
+    finally:
+        driver.close()
+
+
+def _compare(config: BenchConfig, stack: Any, progress: Progress, workload: Any, systems: list[Any], driver: Any) -> dict[str, Any]:
     progress(f"indexing {len(workload.documents)} documents")
     apps = _apps(config, stack, workload.documents)
     rates = (config.rates or DEFAULT_RATES) if config.mode == "poisson" else (None,)
@@ -107,10 +106,20 @@ def compare(config: BenchConfig, stack: Any, progress: Progress = lambda _: None
                 import accel
 
                 accel.shutdown()  # each accel system starts from fresh sessions and engines
-    return _report(config, workload.questions, runs, stack, all(resets) and bool(resets))
+    steps = None
+    if any(run.llm_calls for rs in runs.values() for run in rs):
+        progress("profiling the non-LLM steps of the critical path")
+        steps = profile_steps(example(config.example), stack, workload.questions, _chunks(workload.documents))
+    return _report(config, workload.questions, runs, stack, all(resets) and bool(resets), steps)
 
 
-def _report(config: BenchConfig, questions: list[str], runs: dict[str, list[SystemRun]], stack: Any, reset: bool) -> dict[str, Any]:
+def _chunks(documents: list[dict[str, Any]], size: int = 256, step: int = 226) -> list[str]:
+    """Workload text cut like the examples' splitters (256 characters, overlap 30)."""
+    return [doc["text"][i:i + size] for doc in documents for i in range(0, max(1, len(doc["text"]) - 30), step)]
+
+
+def _report(config: BenchConfig, questions: list[str], runs: dict[str, list[SystemRun]], stack: Any, reset: bool,
+            steps: dict[str, float] | None) -> dict[str, Any]:
     spec = example(config.example)
     per_rate: list[dict[str, Any]] = []
     for i, rate in enumerate(sorted({r.rate for rs in runs.values() for r in rs}, key=lambda r: r or 0)):
@@ -147,8 +156,8 @@ def _report(config: BenchConfig, questions: list[str], runs: dict[str, list[Syst
         "lower_bound": None,
     }
     stock = runs.get(STOCK_SEQUENTIAL, [None])[0]
-    if stock is not None and stock.llm_calls:
-        bound = lower_bound(spec, stock.llm_calls)
+    if stock is not None and stock.llm_calls and steps is not None:
+        bound = lower_bound(spec, stock.llm_calls, steps)
         accel_mean = (report["latency"].get(ACCEL) or {}).get("mean")
         bound["accel_over_bound"] = accel_mean / bound["mean_s"] if accel_mean and bound["mean_s"] else None
         report["lower_bound"] = bound

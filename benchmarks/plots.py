@@ -1,0 +1,69 @@
+"""PNG pictures of a report: latency vs request rate per system (like Teola Figure 8) for
+Poisson runs, and per-system bars with the ablations (like Teola Figure 10) for every run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, never a window
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def bars(report: dict[str, Any], path: Path) -> Path:
+    """The headline number per system (failed systems left out), lower bound as a line."""
+    metric = {"single": "mean", "poisson": "p95"}.get(report["mode"])
+    names, values = [], []
+    for name, summary in report["systems"].items():
+        value = summary["makespan_s"] if metric is None else (summary["latency"] or {}).get(metric)
+        if summary["setup_error"] is None and value is not None:
+            names.append(name)
+            values.append(value)
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.8 * len(names) + 2), 4))
+    colors = ["#888888" if not n.startswith("accel") else ("#1f77b4" if "-no-" not in n else "#9ecae1") for n in names]
+    ax.bar(names, values, color=colors)
+    bound = report.get("lower_bound") or {}
+    if metric == "mean" and bound.get("mean_s"):
+        ax.axhline(bound["mean_s"], color="#d62728", linestyle="--", label="critical-path lower bound")
+        ax.legend()
+    ax.set_ylabel(f"{report['headline_metric']} (s)")
+    ax.set_title(f"{report['example']} · {report['framework']} · {report['mode']} · {report['config']['queries']} queries")
+    ax.tick_params(axis="x", labelrotation=35)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def latency_vs_rate(report: dict[str, Any], path: Path) -> Path:
+    """Mean and p95 latency of each system against the request rate."""
+    fig, (mean_ax, p95_ax) = plt.subplots(1, 2, figsize=(11, 4), sharex=True)
+    for name in report["systems"]:
+        points = [(at["rate"], at["systems"][name]["latency"]) for at in report["rates"] if name in at["systems"]]
+        points = [(rate, lat) for rate, lat in points if lat]
+        if points:
+            rates = [rate for rate, _ in points]
+            mean_ax.plot(rates, [lat["mean"] for _, lat in points], marker="o", label=name)
+            p95_ax.plot(rates, [lat["p95"] for _, lat in points], marker="o", label=name)
+    for ax, what in ((mean_ax, "mean"), (p95_ax, "p95")):
+        ax.set_xlabel("request rate (queries/s)")
+        ax.set_ylabel(f"{what} latency (s)")
+    p95_ax.legend(fontsize=7)
+    fig.suptitle(f"{report['example']} · {report['framework']} · latency vs request rate")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot(report: dict[str, Any], path: Path) -> list[Path]:
+    """`path` gets the bars; a Poisson report also gets `<stem>-rates.png` beside it."""
+    written = [bars(report, path)]
+    if report.get("rates"):
+        written.append(latency_vs_rate(report, path.with_name(f"{path.stem}-rates{path.suffix or '.png'}")))
+    return written
+
+
+def _save(fig: Any, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

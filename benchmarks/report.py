@@ -1,0 +1,60 @@
+"""The comparison report for people: a markdown table per run, and the JSON file for machines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def _num(value: float | None, fmt: str = "{:.2f}") -> str:
+    return "—" if value is None else fmt.format(value)
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """Headline table (one row per system) plus the lower bound and any failures."""
+    mode = report["mode"]
+    lines = [
+        f"### {report['example']} · {report['framework']} · {mode} · {report['config']['queries']} queries",
+        "",
+        f"{report['date']} · {report['machine']['cpus']} CPU cores, no GPU · LLM `{Path(report['engines']['llm']).name}`"
+        f" · headline: {report['headline_metric']} · prefix cache reset between systems: "
+        f"{'yes' if report['prefix_cache_reset_between_systems'] else 'no'}",
+        "",
+        "| system | mean s | p50 s | p95 s | p99 s | throughput q/s | vs stock | vs stock-concurrent | vs LlamaDistPC | equal |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, summary in report["systems"].items():
+        lat = summary["latency"] or {}
+        if summary["setup_error"]:
+            lines.append(f"| {name} | failed ({summary['setup_error'].split(':')[0]}, see JSON) |||||||||")
+            continue
+        lines.append(
+            f"| {name} | {_num(lat.get('mean'))} | {_num(lat.get('p50'))} | {_num(lat.get('p95'))} | {_num(lat.get('p99'))} "
+            f"| {_num(summary['throughput_qps'], '{:.3f}')} | {_num(report['speedup_vs_stock'].get(name), '{:.2f}x')} "
+            f"| {_num(report['speedup_vs_stock_concurrent'].get(name), '{:.2f}x')} "
+            f"| {_num(report['speedup_vs_llamadistpc'].get(name), '{:.2f}x')} "
+            f"| {_num(summary['equal_rate'], '{:.0%}')} |"
+        )
+    bound = report.get("lower_bound")
+    if bound and bound.get("mean_s"):
+        lines += ["", f"Critical-path lower bound (mean per query): {bound['mean_s']:.2f} s; "
+                      f"accel-topology / bound = {_num(bound.get('accel_over_bound'), '{:.2f}')}."]
+    failures = {n: s for n, s in report["systems"].items() if s["failed_queries"]}
+    for name, summary in failures.items():
+        lines.append(f"- {name}: {summary['failed_queries']} failed queries, first: `{summary['errors'][0][:160]}`")
+    if report.get("rates"):
+        lines += ["", "| rate q/s | " + " | ".join(report["systems"]) + " |", "|---:|" + "---:|" * len(report["systems"])]
+        for at in report["rates"]:
+            cells = [_num((s["latency"] or {}).get("p95")) for s in at["systems"].values()]
+            lines.append(f"| {at['rate']} | " + " | ".join(cells) + " |")
+        lines.append("(p95 latency in seconds per request rate)")
+    return "\n".join(lines) + "\n"
+
+
+def write_json(report: dict[str, Any], path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_name(f".{path.name}.tmp")
+    staging.write_text(json.dumps(report, indent=2, default=str))
+    staging.replace(path)
+    return path

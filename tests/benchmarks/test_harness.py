@@ -1,0 +1,74 @@
+"""The harness end to end on the real engines (tiny LLM) and a 2-query workload: every mode
+runs, the report has the promised fields, stock and the hand-parallelised baseline agree, and
+accel systems are either compared with stock or reported as failed, never crash the run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from accel.benchmarks import plots, report as reports
+from accel.benchmarks.harness import BenchConfig, compare
+from accel.examples.stack import StackConfig
+
+pytestmark = [pytest.mark.engines, pytest.mark.slow]
+
+MODULES = ("heapq", "bisect", "fnmatch")
+SYSTEMS = ("stock-sequential", "stock-concurrent", "llamadistpc", "accel-topology", "accel-no-prefill_split")
+
+
+def _config(framework: str, mode: str, **kw: Any) -> BenchConfig:
+    return BenchConfig("advanced-rag", framework, mode, queries=2, systems=SYSTEMS, modules=MODULES, max_chars=1500, **kw)
+
+
+def _check_accel(report: dict[str, Any], name: str) -> None:
+    summary = report["systems"][name]
+    if summary["setup_error"] is None:
+        assert report["equal_rate"][name] is not None
+        assert report["latency"][name] is not None or summary["failed_queries"] == 2
+    else:
+        assert report["latency"][name] is None and report["speedup_vs_stock"][name] is None
+
+
+@pytest.mark.parametrize("framework", ["langchain", "llamaindex"])
+def test_single_mode_report(stack: StackConfig, framework: str, tmp_path: Path) -> None:
+    report = compare(_config(framework, "single"), stack)
+    assert report["prefix_cache_reset_between_systems"] is True
+    assert set(report["systems"]) == set(SYSTEMS) - {"stock-concurrent"}
+    for field in ("speedup_vs_stock", "equal_rate", "latency", "throughput_qps", "speedup_vs_llamadistpc"):
+        assert set(report[field]) == set(report["systems"])
+    assert report["equal_rate"]["stock-sequential"] == 1.0
+    assert report["equal_rate"]["llamadistpc"] == 1.0
+    stock = report["latency"]["stock-sequential"]
+    assert 0 < stock["p50"] <= stock["p95"] <= stock["p99"] <= stock["max"]
+    assert report["speedup_vs_stock"]["stock-sequential"] == 1.0
+    bound = report["lower_bound"]
+    assert bound["llm_calls_per_query"] == [4, 4]
+    assert bound["mean_s"] > 0 and set(bound["profiled_steps_s"]) == {"embed x3", "rerank x16"}
+    for name in ("accel-topology", "accel-no-prefill_split"):
+        _check_accel(report, name)
+
+    written = plots.plot(report, tmp_path / "single.png")
+    assert [p.name for p in written] == ["single.png"] and written[0].stat().st_size > 0
+    path = reports.write_json(report, tmp_path / "out.json")
+    assert json.loads(path.read_text())["example"] == "advanced-rag"
+    table = reports.markdown(report)
+    assert "| stock-sequential |" in table and "lower bound" in table
+
+
+def test_batch_and_poisson_modes(stack: StackConfig, tmp_path: Path) -> None:
+    batch = compare(_config("langchain", "batch"), stack)
+    assert batch["equal_rate"]["stock-concurrent"] == 1.0
+    assert batch["systems"]["stock-concurrent"]["makespan_s"] > 0
+    assert batch["throughput_qps"]["stock-sequential"] > 0
+
+    online = compare(_config("langchain", "poisson", rates=(0.5, 2.0)), stack)
+    assert [at["rate"] for at in online["rates"]] == [0.5, 2.0]
+    for at in online["rates"]:
+        assert at["systems"]["stock-sequential"]["equal_rate"] == 1.0
+        assert at["systems"]["llamadistpc"]["latency"]["p95"] > 0
+    written = plots.plot(online, tmp_path / "online.png")
+    assert [p.name for p in written] == ["online.png", "online-rates.png"]
