@@ -172,3 +172,15 @@ def scheduler(
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(report, indent=2))
         console.print(f"wrote {json_path}")
+
+
+def _mount_comparisons() -> None:
+    """`accel bench <example>` (advanced-rag, ...): the comparison harness, when installed."""
+    try:
+        from .compare import register
+    except ImportError:
+        return
+    register(bench_app)
+
+
+_mount_comparisons()
