@@ -9,6 +9,7 @@ query (`PlanMismatch`) are answered by the stock engine's code.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Generator, Hashable
 from typing import Any
 
@@ -27,6 +28,7 @@ from .retrieval import RetrievalPlan, plan_retrieval
 from .synthesis import SynthesisPlan, check_synthesizer
 
 dispatcher = instrument.get_dispatcher(__name__)
+_wrap_ids = itertools.count()  # template keys: ids of collected wrappers can be reused, these cannot
 
 
 class WrappedQueryEngine(BaseQueryEngine):
@@ -40,6 +42,7 @@ class WrappedQueryEngine(BaseQueryEngine):
         self._retrieval: RetrievalPlan = plan_retrieval(original._retriever, original._node_postprocessors)
         self._synthesis, self._synth_opaque = self._plan_synthesis(original._response_synthesizer)
         self._templates: dict[Hashable, Any] = {}
+        self._wrap_id = next(_wrap_ids)
         super().__init__(callback_manager=original.callback_manager)
 
     def __getattr__(self, name: str) -> Any:
@@ -71,7 +74,7 @@ class WrappedQueryEngine(BaseQueryEngine):
     def _template(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
         found = self._templates.get(key)
         if found is None:
-            found = self._session.template((id(self), *key), build, context=self._pass_context())
+            found = self._session.template(("llamaindex", self._wrap_id, *key), build, context=self._pass_context())
             self._templates[key] = found
         return found
 
