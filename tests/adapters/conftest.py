@@ -2,7 +2,8 @@
 
 - `pg_dsn`: a pgserver PostgreSQL + pgvector in a fresh `/tmp/accel-pg-*` directory (not
   pytest's tmp_path: as root, postgres runs as the `pgserver` user, which must traverse it);
-- `vllm_server`: vLLM's OpenAI-compatible server on the tiny offline Llama (~2 min to start);
+- `vllm_server`: vLLM's OpenAI-compatible server on the tiny offline Llama (~2 min to start;
+  set ACCEL_TEST_VLLM_URL=http://host:port/v1 to reuse one already serving it as "tiny");
 - `llm_proxy`: a recording reverse proxy in front of it; point both the stock app and accel
   at `llm_proxy.url + "/v1"` and compare `llm_proxy.recorder.take()`;
 - `minilm_path` / `reranker_dir`: the packaged MiniLM embedder and the offline cross-encoder.
@@ -10,6 +11,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -47,6 +49,10 @@ def tiny_model() -> Path:
 
 @pytest.fixture(scope="session")
 def vllm_server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerHandle]:
+    running = os.environ.get("ACCEL_TEST_VLLM_URL")  # reuse a server already up (local iteration)
+    if running:
+        yield ServerHandle(running.rstrip("/"), TINY_MODEL_NAME, -1, Path("/dev/null"))
+        return
     log = tmp_path_factory.mktemp("vllm") / "server.log"
     handle = launch_server_sync(str(tiny_model), served_model_name=TINY_MODEL_NAME, max_model_len=MAX_MODEL_LEN, log_path=log)
     try:

@@ -1,0 +1,74 @@
+"""Engine bindings: which shared session engine serves a framework object.
+
+An `EngineSpec` names an engine by `(kind, key)`, so the session makes one engine per model
+path, server or database however many chains use it, and their requests batch together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any
+
+from accel.engines.base import Engine
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    kind: str
+    key: Hashable
+    factory: Callable[[], Engine]
+    limits: Any = None
+
+    def bind(self, session: Any) -> str:
+        """The session's runtime name for this engine (made on first use)."""
+        return session.engine(self.kind, self.key, self.factory, limits=self.limits)
+
+
+def openai_server(base_url: str, model: str, api_key: str = "EMPTY") -> EngineSpec:
+    """A vLLM OpenAI-compatible server. Priorities stay 0: a stock server started without
+    `--scheduling-policy priority` rejects any other value."""
+
+    def make() -> Engine:
+        from accel.engines.llm.openai_client import OpenAIServerEngine
+
+        return OpenAIServerEngine(base_url, model, api_key)
+
+    def limits() -> Any:
+        from accel.runtime.limits import EngineLimits
+
+        return EngineLimits(use_priority=False)
+
+    return EngineSpec("llm", (base_url.rstrip("/"), model), make, limits())
+
+
+def embedder(model_path: str) -> EngineSpec:
+    def make() -> Engine:
+        from accel.engines.embeddings import SentenceTransformerEmbedder
+
+        return SentenceTransformerEmbedder(model_path)
+
+    return EngineSpec("embed", model_path, make)
+
+
+def reranker(model_path: str) -> EngineSpec:
+    def make() -> Engine:
+        from accel.engines.reranker import CrossEncoderReranker
+
+        return CrossEncoderReranker(model_path)
+
+    return EngineSpec("rerank", model_path, make)
+
+
+def pgvector(dsn: str) -> EngineSpec:
+    def make() -> Engine:
+        from accel.engines.vectordb import PgVectorEngine
+
+        return PgVectorEngine(dsn)
+
+    return EngineSpec("vectordb", dsn, make)
+
+
+def libpq_dsn(sqlalchemy_url: Any) -> str:
+    """A libpq DSN from a SQLAlchemy URL (`postgresql+psycopg://...` -> `postgresql://...`)."""
+    return sqlalchemy_url.set(drivername="postgresql").render_as_string(hide_password=False)

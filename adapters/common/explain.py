@@ -1,0 +1,30 @@
+"""`explain()` text shared by the adapters: what was lowered, what stayed opaque and why, the
+passes applied and the resulting e-graph."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+
+def explain_text(title: str, steps: Iterable[Any], template: Any) -> str:
+    """`steps` have `.component`, `.lowered`, `.detail`; `template` is the cached e-graph."""
+    steps = list(steps)
+    graph = template.graph
+    lines = [title, "", "components:"]
+    for step in steps:
+        mark = "lowered" if step.lowered else "opaque "
+        lines.append(f"  [{mark}] {step.component}: {step.detail}")
+    opaque = [s for s in steps if not s.lowered]
+    lines.append(f"  ({len(steps) - len(opaque)} lowered, {len(opaque)} opaque)")
+    lines += ["", f"passes applied: {', '.join(graph.meta.get('passes', [])) or 'none'}"]
+    lines += [f"  {note}" for note in graph.meta.get("notes", [])]
+    kinds = Counter(str(node.kind) for node in graph.nodes())
+    lines += ["", "e-graph: " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))]
+    for name in template.order:
+        node = graph.node(name)
+        preds = ", ".join(graph.preds(name))
+        engine = f" @{node.engine}" if node.engine else ""
+        lines.append(f"  d{node.depth} {node.kind}{engine} {name}" + (f" <- {preds}" if preds else ""))
+    return "\n".join(lines)

@@ -1,0 +1,178 @@
+"""Ops of the LangChain lowering: opaque invocations, LCEL plumbing, retrieval primitives and
+result shaping. Each rebuilds exactly the object the stock component returns."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from accel.engines.base import Generation, SamplingParams, SearchHit, VectorQuery
+from accel.engines.embeddings import EmbedRequest
+
+# ---- opaque framework code ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InvokeOp:
+    """Run a component as-is with the query's child config: `invoke` in a worker thread (sync
+    components never block the loop), or `ainvoke` on the loop for natively async ones."""
+
+    runnable: Any
+    use_async: bool = False
+
+    @property
+    def blocking(self) -> bool:
+        return not self.use_async
+
+    def compute(self, values: dict[str, Any]) -> Any:
+        if self.use_async:
+            return self.runnable.ainvoke(values["value"], values["config"])
+        return self.runnable.invoke(values["value"], values["config"])
+
+
+@dataclass(frozen=True)
+class FnOp:
+    """Cheap deterministic plumbing run inline on the loop: `fn(**values)`."""
+
+    fn: Callable[..., Any]
+    blocking: bool = False
+
+    def compute(self, values: dict[str, Any]) -> Any:
+        return self.fn(**values)
+
+
+def assign_merge(value: Any, mapped: dict[str, Any]) -> dict[str, Any]:
+    """RunnableAssign: the input dict updated with the mapper's outputs (stock's check first)."""
+    if not isinstance(value, dict):
+        raise ValueError("The input to RunnablePassthrough.assign() must be a dict.")
+    return {**value, **mapped}
+
+
+# ---- retrieval -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EmbedTextsOp:
+    """Embed: one request per distinct text of `values[port]` (HuggingFaceEmbeddings replaces
+    newlines by spaces first); the value lists one vector per input text. Identical texts of
+    one query are embedded once. A plain string is treated as a one-text list."""
+
+    port: str
+    normalize: bool = False
+    single: bool = False
+    elementwise: bool = True
+
+    def _texts(self, values: dict[str, Any]) -> list[Any]:
+        texts = values[self.port]
+        return [texts] if self.single else list(texts)
+
+    def requests(self, values: dict[str, Any]) -> list[EmbedRequest]:
+        unique = dict.fromkeys(_clean(t) for t in self._texts(values))
+        return [EmbedRequest(text, normalize=self.normalize) for text in unique]
+
+    def output(self, values: dict[str, Any], results: list[list[float]]) -> Any:
+        unique = list(dict.fromkeys(_clean(t) for t in self._texts(values)))
+        by_text = dict(zip(unique, results, strict=True))
+        vectors = [by_text[_clean(t)] for t in self._texts(values)]
+        return vectors[0] if self.single else vectors
+
+
+def _clean(text: Any) -> Any:
+    return text.replace("\n", " ") if isinstance(text, str) else text
+
+
+@dataclass(frozen=True)
+class SearchOp:
+    """Search: one nearest-neighbour query per vector of `values[port]`; the value is one list
+    of `Document`s per vector, as the vector store's `similarity_search_by_vector` returns."""
+
+    port: str
+    collection: str
+    k: int
+    metric: str = "cosine"
+    filter: dict[str, Any] | None = None
+    single: bool = False
+    elementwise: bool = True
+
+    def requests(self, values: dict[str, Any]) -> list[VectorQuery]:
+        vectors = [values[self.port]] if self.single else list(values[self.port])
+        return [VectorQuery(vector=v, k=self.k, collection=self.collection, metric=self.metric, filter=self.filter) for v in vectors]
+
+    def output(self, values: dict[str, Any], results: list[list[SearchHit]]) -> Any:
+        docs = [[to_document(hit) for hit in hits] for hits in results]
+        return docs[0] if self.single else docs
+
+
+def to_document(hit: SearchHit) -> Any:
+    from langchain_core.documents import Document
+
+    return Document(id=hit.id, page_content=hit.text, metadata=dict(hit.metadata))
+
+
+@dataclass(frozen=True)
+class RerankOp:
+    """CrossEncoderReranker.compress_documents: score (query, page_content) pairs, keep the
+    `top_n` best in descending score (stable for ties, as `sorted` is)."""
+
+    top_n: int
+    elementwise: bool = False
+
+    def requests(self, values: dict[str, Any]) -> list[tuple[str, str]]:
+        return [(values["query"], doc.page_content) for doc in values["docs"]]
+
+    def output(self, values: dict[str, Any], results: list[float]) -> list[Any]:
+        ranked = sorted(zip(values["docs"], results, strict=True), key=lambda pair: pair[1], reverse=True)
+        return [doc for doc, _ in ranked[: self.top_n]]
+
+
+def unique_union(line_docs: list[list[Any]], original: list[Any] | None = None) -> list[Any]:
+    """MultiQueryRetriever.unique_union over the documents of every query, in query order."""
+    documents = [doc for docs in line_docs for doc in docs] + list(original or [])
+    return [doc for i, doc in enumerate(documents) if doc not in documents[:i]]
+
+
+# ---- models --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    """Shape a chat model's Generation as the `AIMessage` the stock model returns."""
+
+    model_name: str
+    blocking: bool = False
+
+    def compute(self, values: dict[str, Any]) -> Any:
+        from langchain_core.messages import AIMessage
+
+        generation: Generation = values["generation"]
+        usage = {
+            "input_tokens": generation.prompt_tokens,
+            "output_tokens": generation.completion_tokens,
+            "total_tokens": generation.prompt_tokens + generation.completion_tokens,
+        }
+        metadata = {"model_name": self.model_name, "finish_reason": generation.finish_reason, "model_provider": "openai"}
+        return AIMessage(content=generation.text, response_metadata=metadata, usage_metadata=usage)
+
+
+def sampling_params(payload: dict[str, Any]) -> SamplingParams:
+    """The request fields a stock OpenAI client sends, as SamplingParams whose `extra` makes
+    the accel request body carry the same fields: absent ones are sent as null (vLLM's
+    default, like omitting them), others unchanged."""
+    body = {k: v for k, v in payload.items() if k not in ("messages", "prompt", "model", "stream", "stream_options")}
+    extra: dict[str, Any] = {}
+    fields: dict[str, Any] = {}
+    for key in ("max_tokens", "temperature", "top_p"):
+        if body.get(key) is not None:
+            fields[key] = body.pop(key)
+        else:
+            body.pop(key, None)
+            extra[key] = None
+    stop = body.pop("stop", None)
+    if stop:
+        fields["stop"] = (stop,) if isinstance(stop, str) else tuple(stop)
+    seed = body.pop("seed", None)
+    if seed is not None:
+        fields["seed"] = seed
+    extra.update({k: v for k, v in body.items() if v is not None})
+    return SamplingParams(**fields, extra=extra)

@@ -1,0 +1,149 @@
+"""Retrievers as primitives: vector search -> Embed + Search, cross-encoder compression ->
+Rerank, multi-query expansion -> Decode (lines) feeding Embed + Search per generated query.
+
+Only configurations whose stock behaviour the primitives reproduce exactly are lowered
+(similarity search on langchain-postgres PGVector with HuggingFaceEmbeddings, CrossEncoderReranker
+over HuggingFaceCrossEncoder); the rest run as-is.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from accel.adapters.common import bindings
+from accel.adapters.common.bindings import EngineSpec
+from accel.adapters.langchain.ops import EmbedTextsOp, RerankOp, SearchOp, unique_union
+from accel.ir import Kind, Ref
+
+_METRICS = {"cosine": "cosine", "l2": "l2", "inner": "ip"}
+_CPU_ONLY = ({}, {"device": "cpu"})
+
+
+def _class(module: str, name: str) -> type | None:
+    found = sys.modules.get(module)
+    return getattr(found, name, None) if found is not None else None
+
+
+@dataclass(frozen=True)
+class VectorPlan:
+    embed: EngineSpec
+    normalize: bool
+    store: EngineSpec
+    collection: str
+    k: int
+    metric: str
+    filter: dict[str, Any] | None
+
+
+def lower_retriever(cap: Any, retriever: Any, x: Ref) -> Ref:
+    from accel.adapters.langchain.capture import Opaque
+
+    vector_cls = _class("langchain_core.vectorstores.base", "VectorStoreRetriever")
+    compression_cls = _class("langchain_classic.retrievers.contextual_compression", "ContextualCompressionRetriever")
+    multi_cls = _class("langchain_classic.retrievers.multi_query", "MultiQueryRetriever")
+    if vector_cls is not None and type(retriever) is vector_cls:
+        plan = vector_plan(retriever)
+        cap.note(retriever, True, f"Embed + Search {plan.collection} k={plan.k}")
+        return search(cap, plan, x, many=False)
+    if compression_cls is not None and type(retriever) is compression_cls:
+        return compression(cap, retriever, x)
+    if multi_cls is not None and type(retriever) is multi_cls:
+        return multi_query(cap, retriever, x)
+    raise Opaque(f"{type(retriever).__name__} has no lowering; it runs as-is")
+
+
+def vector_plan(retriever: Any) -> VectorPlan:
+    """Check a VectorStoreRetriever is one whose search the primitives reproduce exactly."""
+    from accel.adapters.langchain.capture import Opaque
+
+    pgvector_cls = _class("langchain_postgres.vectorstores", "PGVector")
+    store = retriever.vectorstore
+    if pgvector_cls is None or type(store) is not pgvector_cls:
+        raise Opaque(f"vector store {type(store).__name__} is searched by its own code")
+    if retriever.search_type != "similarity":
+        raise Opaque(f"search_type={retriever.search_type!r} (only 'similarity' is lowered)")
+    extra = set(retriever.search_kwargs) - {"k", "filter"}
+    if extra:
+        raise Opaque(f"search_kwargs {sorted(extra)} are not lowered")
+    flt = retriever.search_kwargs.get("filter")
+    if flt is not None and not store.use_jsonb:
+        raise Opaque("metadata filters on a non-JSONB PGVector table")
+    metric = _METRICS.get(getattr(store._distance_strategy, "value", store._distance_strategy))
+    if metric is None:
+        raise Opaque(f"distance strategy {store._distance_strategy!r}")
+    engine = store._engine if store._engine is not None else store._async_engine
+    embed, normalize = embedder_plan(store.embeddings)
+    return VectorPlan(
+        embed=embed,
+        normalize=normalize,
+        store=bindings.pgvector(bindings.libpq_dsn(engine.url)),
+        collection=f"langchain:{store.collection_name}",
+        k=int(retriever.search_kwargs.get("k", 4)),
+        metric=metric,
+        filter=flt,
+    )
+
+
+def embedder_plan(embeddings: Any) -> tuple[EngineSpec, bool]:
+    """HuggingFaceEmbeddings on a local sentence-transformers model, default encode options."""
+    from accel.adapters.langchain.capture import Opaque
+
+    classes = tuple(c for c in (_class("langchain_huggingface.embeddings.huggingface", "HuggingFaceEmbeddings"),
+                                _class("langchain_community.embeddings.huggingface", "HuggingFaceEmbeddings")) if c)
+    if not classes or not isinstance(embeddings, classes):
+        raise Opaque(f"embeddings {type(embeddings).__name__} are computed by their own code")
+    if getattr(embeddings, "multi_process", False) or embeddings.model_kwargs not in _CPU_ONLY:
+        raise Opaque("embedding model options (multi_process / model_kwargs) are not lowered")
+    options = getattr(embeddings, "query_encode_kwargs", None) or embeddings.encode_kwargs
+    if set(options) - {"normalize_embeddings", "batch_size"}:
+        raise Opaque(f"encode options {sorted(options)} are not lowered")
+    return bindings.embedder(str(embeddings.model_name)), bool(options.get("normalize_embeddings", False))
+
+
+def search(cap: Any, plan: VectorPlan, query: Ref, *, many: bool) -> Ref:
+    embed = cap.add(Kind.EMBED, "embed", engine=cap.engine(plan.embed), inputs={"texts": query},
+                    op=EmbedTextsOp("texts", normalize=plan.normalize, single=not many, elementwise=many),
+                    attrs={"batchable": many})
+    op = SearchOp("vectors", plan.collection, plan.k, plan.metric, plan.filter, single=not many, elementwise=many)
+    return cap.add(Kind.SEARCH, "search", engine=cap.engine(plan.store), inputs={"vectors": embed}, op=op, attrs={"batchable": many})
+
+
+def compression(cap: Any, retriever: Any, x: Ref) -> Ref:
+    from accel.adapters.langchain.capture import Opaque
+
+    compressor = retriever.base_compressor
+    reranker_cls = _class("langchain_classic.retrievers.document_compressors.cross_encoder_rerank", "CrossEncoderReranker")
+    encoder_cls = _class("langchain_community.cross_encoders.huggingface", "HuggingFaceCrossEncoder")
+    if reranker_cls is None or type(compressor) is not reranker_cls:
+        raise Opaque(f"compressor {type(compressor).__name__} runs as-is")
+    if encoder_cls is None or type(compressor.model) is not encoder_cls or compressor.model.model_kwargs not in _CPU_ONLY:
+        raise Opaque(f"cross-encoder {type(compressor.model).__name__} is scored by its own code")
+    docs = cap.lower(retriever.base_retriever, x)
+    engine = cap.engine(bindings.reranker(str(compressor.model.model_name)))
+    cap.note(retriever, True, f"Rerank top_n={compressor.top_n}")
+    return cap.add(Kind.RERANK, "rerank", engine=engine, inputs={"query": x, "docs": docs}, op=RerankOp(compressor.top_n),
+                   attrs={"batchable": False})
+
+
+def multi_query(cap: Any, retriever: Any, x: Ref) -> Ref:
+    """Query expansion: the LLM chain's lines each go to Embed + Search as soon as the decode
+    parses them (decode pipelining); the original query is searched alongside."""
+    from accel.adapters.langchain.capture import Opaque
+    from langchain_core.runnables import Runnable
+
+    if not isinstance(retriever.llm_chain, Runnable) or type(retriever.llm_chain).__name__ == "LLMChain":
+        raise Opaque("a legacy LLMChain query generator")
+    try:
+        plan = vector_plan(retriever.retriever)
+    except Opaque as why:
+        raise Opaque(f"its inner retriever is not lowered ({why})") from None
+    question = cap.fn("question", lambda value: {"question": value}, value=x)
+    lines = cap.lower(retriever.llm_chain, question)
+    per_line = search(cap, plan, lines, many=True)
+    inputs = {"line_docs": per_line}
+    if retriever.include_original:
+        inputs["original"] = search(cap, plan, x, many=False)
+    cap.note(retriever, True, f"generated queries -> Embed + Search {plan.collection} k={plan.k} each, unique union")
+    return cap.fn("unique_union", unique_union, **inputs)

@@ -1,0 +1,111 @@
+"""`WrappedRunnable`: the accelerated chain, usable wherever the original Runnable was.
+
+`invoke`/`ainvoke` run the captured template on the shared session under a callback run named
+like the original (so the user's callbacks see the chain's start/end/error); `batch`,
+`abatch`, `stream`, `astream`, `with_config` and `|` come from `Runnable` on top of them, and
+concurrent calls batch together on the session's engines.
+
+An engine failure (an `EngineError`: unreachable server, prompt too long, ...) re-runs the
+query on the original chain, so the caller gets the stock result or the stock exception type.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from typing import Any
+
+from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables.config import patch_config
+
+from accel.adapters.common.explain import explain_text
+from accel.adapters.langchain.capture import Capture, Opaque, Step
+from accel.engines.errors import EngineError
+
+
+_wrap_ids = itertools.count()  # template keys: ids of dead wrappers are reused, counters are not
+
+
+class WrappedRunnable(Runnable[Any, Any]):
+    def __init__(self, original: Runnable, *, policy: str = "topology", disabled_passes: Iterable[str] = (), fallback: bool = True) -> None:
+        from accel.session import get_session
+
+        self.original = original
+        self.name = original.get_name()
+        self.fallback = fallback
+        self._session = get_session(policy=policy)
+        self._steps, graph, context = _capture(original, self._session)
+        self._template = self._session.template(("langchain", next(_wrap_ids)), lambda: graph, context=context,
+                                                disabled_passes=tuple(disabled_passes))
+
+    # ---- schema: as the original --------------------------------------------------------
+
+    @property
+    def InputType(self) -> Any:  # noqa: N802 (LangChain's name)
+        return self.original.InputType
+
+    @property
+    def OutputType(self) -> Any:  # noqa: N802
+        return self.original.OutputType
+
+    def get_input_schema(self, config: RunnableConfig | None = None) -> Any:
+        return self.original.get_input_schema(config)
+
+    def get_output_schema(self, config: RunnableConfig | None = None) -> Any:
+        return self.original.get_output_schema(config)
+
+    # ---- execution ----------------------------------------------------------------------
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        return self._call_with_config(self._invoke, input, config, **kwargs)
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        return await self._acall_with_config(self._ainvoke, input, config, **kwargs)
+
+    def _invoke(self, input: Any, run_manager: Any, config: RunnableConfig) -> Any:
+        child = patch_config(config, callbacks=run_manager.get_child())
+        try:
+            return self._session.run(self._template, {"input": input, "config": child})
+        except EngineError:
+            if not self.fallback:
+                raise
+            return self.original.invoke(input, child)
+
+    async def _ainvoke(self, input: Any, run_manager: Any, config: RunnableConfig) -> Any:
+        child = patch_config(config, callbacks=run_manager.get_child())
+        try:
+            return await self._session.arun(self._template, {"input": input, "config": child})
+        except EngineError:
+            if not self.fallback:
+                raise
+            return await self.original.ainvoke(input, child)
+
+    # ---- introspection ------------------------------------------------------------------
+
+    def explain(self) -> str:
+        """The components lowered or left opaque (and why), the passes and the e-graph."""
+        return explain_text(f"accel.wrap({self.name}) [LangChain]", self._steps, self._template)
+
+    @property
+    def template(self) -> Any:
+        return self._template
+
+    def __repr__(self) -> str:
+        return f"accel.wrap({self.original!r})"
+
+
+def _capture(original: Runnable, session: Any) -> tuple[list[Step], Any, Any]:
+    """Lower the chain; if lowering itself fails, the whole chain becomes one opaque node."""
+    from accel.passes import PassContext
+
+    capture = Capture(session)
+    try:
+        graph = capture.build(capture.lower(original, capture.input))
+    except (Opaque, AttributeError, TypeError, ValueError, KeyError) as err:
+        capture = Capture(session)
+        graph = capture.build(capture.opaque(original, capture.input, f"capture failed ({type(err).__name__}: {err})"))
+    context = PassContext()
+    if len(capture.llm_engines) == 1:
+        engine = session.get_engine(next(iter(capture.llm_engines)))
+        context = PassContext(tokenize=engine.tokenize, render_chat=engine.render_chat, block_size=engine.block_size)
+    return capture.report, graph, context
