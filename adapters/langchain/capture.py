@@ -201,16 +201,16 @@ class Capture:
     def llm(self, binding: ModelBinding, prompt: Ref, split: str | None, model: Any) -> Ref:
         engine = self.engine(binding.engine)
         self.llm_engines.add(engine)
-        text = split is not None
         kind = None if split in (None, "str") else split
-        op = DecodeOp(params=binding.params, split=kind, result="text" if text or not binding.chat else "generation")
+        op = DecodeOp(params=binding.params, split=kind, result="generation" if binding.chat and kind is None else "text")
         attrs: dict[str, Any] = {"params": binding.params}
         if kind is not None:
             attrs["splittable"] = kind
         decode = self.add(Kind.DECODE, "decode", engine=engine, inputs={"prompt": prompt}, attrs=attrs, op=op)
         self.note(model, True, f"Decode on {engine}" + (f", output parsed as {split}" if split else ""))
         if op.result == "generation":
-            return self.add(Kind.CALL, "message", inputs={"generation": decode}, op=ChatResult(binding.model_name))
+            shape = ChatResult(binding.model_name, text=split == "str")
+            return self.add(Kind.CALL, "message", inputs={"generation": decode}, op=shape)
         return decode
 
     def build(self, out: Ref) -> Graph:

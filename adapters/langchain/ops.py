@@ -137,9 +137,11 @@ def unique_union(line_docs: list[list[Any]], original: list[Any] | None = None) 
 
 @dataclass(frozen=True)
 class ChatResult:
-    """Shape a chat model's Generation as the `AIMessage` the stock model returns."""
+    """Shape a chat model's Generation as the `AIMessage` the stock model returns, or as what
+    StrOutputParser returns for it (`text=True`: the message's `.text`, a str subclass)."""
 
     model_name: str
+    text: bool = False
     blocking: bool = False
 
     def compute(self, values: dict[str, Any]) -> Any:
@@ -152,7 +154,8 @@ class ChatResult:
             "total_tokens": generation.prompt_tokens + generation.completion_tokens,
         }
         metadata = {"model_name": self.model_name, "finish_reason": generation.finish_reason, "model_provider": "openai"}
-        return AIMessage(content=generation.text, response_metadata=metadata, usage_metadata=usage)
+        message = AIMessage(content=generation.text, response_metadata=metadata, usage_metadata=usage)
+        return message.text if self.text else message
 
 
 def sampling_params(payload: dict[str, Any]) -> SamplingParams:
