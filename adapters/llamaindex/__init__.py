@@ -1,4 +1,6 @@
-"""LlamaIndex adapter: `accel.wrap(query_engine)` for `RetrieverQueryEngine` apps.
+"""LlamaIndex adapter: `accel.wrap(query_engine)` for `RetrieverQueryEngine` apps, and
+`accel.wrap(IngestionPipeline(...))` / `accel.wrap(VectorStoreIndex).from_documents(...)` for
+ingestion.
 
 Importing this package registers the adapter with `accel.wrap`; the dispatcher imports it
 lazily once the app has imported `llama_index.core`.
@@ -10,15 +12,43 @@ from typing import Any
 
 from accel.wrap import register_adapter
 
+from .indexing import WrappedIndexClass, WrappedIngestionPipeline
 from .query_engine import OpaqueQueryEngine, WrappedQueryEngine
 
-__all__ = ["OpaqueQueryEngine", "WrappedQueryEngine", "wrap_query_engine"]
+__all__ = [
+    "OpaqueQueryEngine",
+    "WrappedIndexClass",
+    "WrappedIngestionPipeline",
+    "WrappedQueryEngine",
+    "wrap_llamaindex",
+    "wrap_query_engine",
+]
+
+
+def _is_index_class(obj: Any) -> bool:
+    from llama_index.core import VectorStoreIndex
+
+    return isinstance(obj, type) and issubclass(obj, VectorStoreIndex)
 
 
 def _matches(obj: Any) -> bool:
     from llama_index.core.base.base_query_engine import BaseQueryEngine
+    from llama_index.core.ingestion import IngestionPipeline
 
-    return isinstance(obj, BaseQueryEngine) and not isinstance(obj, (WrappedQueryEngine, OpaqueQueryEngine))
+    if isinstance(obj, (WrappedQueryEngine, OpaqueQueryEngine)):
+        return False
+    return isinstance(obj, (BaseQueryEngine, IngestionPipeline)) or _is_index_class(obj)
+
+
+def wrap_llamaindex(obj: Any, *, policy: str = "topology", disabled_passes: tuple[str, ...] = ()) -> Any:
+    """The drop-in for a query engine, an `IngestionPipeline` or the `VectorStoreIndex` class."""
+    from llama_index.core.ingestion import IngestionPipeline
+
+    if isinstance(obj, IngestionPipeline):
+        return WrappedIngestionPipeline(obj, policy=policy, disabled_passes=tuple(disabled_passes))
+    if _is_index_class(obj):
+        return WrappedIndexClass(obj, policy=policy, disabled_passes=tuple(disabled_passes))
+    return wrap_query_engine(obj, policy=policy, disabled_passes=disabled_passes)
 
 
 def wrap_query_engine(engine: Any, *, policy: str = "topology", disabled_passes: tuple[str, ...] = ()) -> Any:
@@ -31,4 +61,4 @@ def wrap_query_engine(engine: Any, *, policy: str = "topology", disabled_passes:
     return OpaqueQueryEngine(engine)
 
 
-register_adapter(_matches, wrap_query_engine, name="llamaindex")
+register_adapter(_matches, wrap_llamaindex, name="llamaindex")

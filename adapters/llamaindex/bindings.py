@@ -97,9 +97,15 @@ class EmbedBinding:
     engine: EngineSpec
     normalize: bool
     query_prompt: str | None
+    text_prompt: str | None = None
+    batch_size: int = 10  # the model's embed_batch_size: one stock encode() call, one event pair
 
     def query_request(self, text: str) -> EmbedRequest:
         return EmbedRequest(text, normalize=self.normalize, prompt=self.query_prompt)
+
+    def text_request(self, text: str) -> EmbedRequest:
+        """A document chunk, as `get_text_embedding_batch` encodes it (the "text" prompt)."""
+        return EmbedRequest(text, normalize=self.normalize, prompt=self.text_prompt)
 
 
 def bind_embedding(embed_model: Any) -> EmbedBinding | Unbound:
@@ -120,8 +126,9 @@ def bind_embedding(embed_model: Any) -> EmbedBinding | Unbound:
 
         return SentenceTransformerEmbedder(path)
 
-    prompt = (model.prompts or {}).get("query") or None
-    return EmbedBinding(EngineSpec("embed", ("st", str(path)), factory), bool(embed_model.normalize), prompt)
+    prompts = model.prompts or {}
+    return EmbedBinding(EngineSpec("embed", ("st", str(path)), factory), bool(embed_model.normalize),
+                        prompts.get("query") or None, prompts.get("text") or None, int(embed_model.embed_batch_size))
 
 
 def _default_max_seq_length(model_name: str) -> int | None:

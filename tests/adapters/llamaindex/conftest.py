@@ -93,3 +93,40 @@ def llm_bodies(proxy: RecordingProxy) -> list[dict[str, Any]]:
             continue
         bodies.append({k: body[k] for k in keep if k in body})
     return sorted(bodies, key=repr)
+
+
+class Recorder:
+    def __init__(self) -> None:
+        from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+
+        events: list[str] = []
+
+        class Handler(BaseEventHandler):
+            @classmethod
+            def class_name(cls) -> str:
+                return "AccelTestHandler"
+
+            def handle(self, event: Any, **kwargs: Any) -> None:
+                events.append(event.class_name())
+
+        self.events = events
+        self.handler = Handler()
+
+    def take(self) -> list[str]:
+        """The event names seen since the last take."""
+        taken = list(self.events)
+        self.events.clear()
+        return taken
+
+
+@pytest.fixture
+def recorder():
+    import llama_index.core.instrumentation as instrument
+
+    root = instrument.get_dispatcher()
+    recorder = Recorder()
+    root.add_event_handler(recorder.handler)
+    try:
+        yield recorder
+    finally:
+        root.event_handlers.remove(recorder.handler)

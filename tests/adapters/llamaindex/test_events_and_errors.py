@@ -10,36 +10,7 @@ import pytest
 
 import accel
 
-
-class Recorder:
-    def __init__(self) -> None:
-        from llama_index.core.instrumentation.event_handlers import BaseEventHandler
-
-        events: list[str] = []
-
-        class Handler(BaseEventHandler):
-            @classmethod
-            def class_name(cls) -> str:
-                return "AccelTestHandler"
-
-            def handle(self, event: Any, **kwargs: Any) -> None:
-                events.append(event.class_name())
-
-        self.events = events
-        self.handler = Handler()
-
-
-@pytest.fixture
-def recorder():
-    import llama_index.core.instrumentation as instrument
-
-    root = instrument.get_dispatcher()
-    recorder = Recorder()
-    root.add_event_handler(recorder.handler)
-    try:
-        yield recorder
-    finally:
-        root.event_handlers.remove(recorder.handler)
+from .conftest import Recorder
 
 
 @pytest.mark.engines

@@ -1,0 +1,192 @@
+"""Drop-ins for the two ways LlamaIndex apps index documents:
+
+    pipeline = accel.wrap(IngestionPipeline(transformations=[SentenceSplitter(), embed_model],
+                                            vector_store=store))
+    nodes = pipeline.run(documents=docs)                  # same rows in `store` as stock
+
+    index = accel.wrap(VectorStoreIndex).from_documents(docs, storage_context=ctx, embed_model=embed_model)
+
+`accel.wrap(VectorStoreIndex)` wraps the class, so the call an app already makes keeps its
+name, arguments and result (a real `VectorStoreIndex`); only the embedding runs on accel's
+shared embedder. The index's own constructor then stores the pre-embedded nodes (it embeds
+only nodes without an embedding), so its docstore, index struct and vector-store rows are
+the stock ones. A pipeline is lowered whole, its rows written by the Ingest primitive.
+Flows accel does not lower (a docstore for de-duplication, worker processes, an unbound
+embedding) run the stock code.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import llama_index.core.instrumentation as instrument
+
+from accel.passes import PassContext
+
+from .bindings import EngineSpec, Unbound
+from .ingestion import IngestPlan, build_ingest_graph, micro_batch_size, plan_ingestion, stage_nodes
+
+dispatcher = instrument.get_dispatcher(__name__)
+_wrap_ids = itertools.count()
+
+
+class _Lowered:
+    """Session, plan and cached template shared by the two drop-ins."""
+
+    def __init__(self, policy: str, disabled_passes: tuple[str, ...]) -> None:
+        from accel.session import get_session
+
+        self._session = get_session(policy=policy, disabled_passes=disabled_passes)
+        self._wrap_id = next(_wrap_ids)
+        self._templates: dict[Any, Any] = {}
+
+    def _engine_name(self, spec: EngineSpec) -> str:
+        return self._session.engine(spec.kind, spec.key, spec.factory)
+
+    def _template(self, key: Any, plan: IngestPlan) -> Any:
+        found = self._templates.get(key)
+        if found is None:
+            embed_name = self._engine_name(plan.binding.engine)
+            size = micro_batch_size(self._session.get_engine(embed_name), plan.binding)
+
+            def run_prefix(documents: list[Any], options: dict[str, Any]) -> Any:
+                return stage_nodes(documents, plan, options["cache"], options["collection"], options["kwargs"])
+
+            def build() -> Any:
+                return build_ingest_graph(plan, self._engine_name, size, run_prefix)
+
+            found = self._session.template(("llamaindex-ingest", self._wrap_id, key), build, context=PassContext())
+            self._templates[key] = found
+        return found
+
+    @staticmethod
+    def _describe(title: str, plan: IngestPlan | Unbound, template: Any | None) -> str:
+        if isinstance(plan, Unbound):
+            return f"{title}: opaque, run as-is ({plan.component}: {plan.reason})"
+        names = [type(t).__name__ for t in plan.prefix] or ["none"]
+        lines = [title, "lowered:",
+                 f"  - transformations {', '.join(names)} -> Call (run as-is)",
+                 f"  - {type(plan.embed_model).__name__} -> Embed (micro-batched)"]
+        lines.append(f"  - {type(plan.store).__name__}.add -> Ingest" if plan.store is not None
+                     else "  - the index constructor stores the embedded nodes (its own code)")
+        if template is not None:
+            lines += [f"  {name} [{template.nodes[i].kind}] depth {template.depth[i]}" for i, name in enumerate(template.order)]
+            lines += [f"  note: {note}" for note in template.graph.meta["notes"]]
+        return "\n".join(lines)
+
+
+class WrappedIngestionPipeline(_Lowered):
+    """Drop-in for an `IngestionPipeline`: `run` / `arun` lowered; everything else is the
+    original's."""
+
+    def __init__(self, pipeline: Any, *, policy: str = "topology", disabled_passes: tuple[str, ...] = ()) -> None:
+        super().__init__(policy, disabled_passes)
+        self._original = pipeline
+        self._plan = plan_ingestion(pipeline.transformations, None, pipeline.vector_store)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "_original":
+            raise AttributeError(name)
+        return getattr(self._original, name)
+
+    def _lowerable(self, num_workers: int | None) -> bool:
+        return not isinstance(self._plan, Unbound) and self._original.docstore is None and not (num_workers and num_workers > 1)
+
+    def _inputs(self, documents: Any, nodes: Any, cache_collection: str | None, kwargs: dict[str, Any]) -> dict[str, Any]:
+        pipeline = self._original
+        cache = None if pipeline.disable_cache else pipeline.cache
+        inputs = list(pipeline._prepare_inputs(documents, nodes))
+        return {"documents": inputs, "options": {"cache": cache, "collection": cache_collection, "kwargs": kwargs}}
+
+    @dispatcher.span
+    def run(self, show_progress: bool = False, documents: Sequence[Any] | None = None, nodes: Sequence[Any] | None = None,
+            cache_collection: str | None = None, in_place: bool = True, store_doc_text: bool = True,
+            num_workers: int | None = None, **kwargs: Any) -> Sequence[Any]:
+        """`IngestionPipeline.run`, with embedding and the store write on accel's engines."""
+        if not self._lowerable(num_workers):
+            return self._original.run(show_progress=show_progress, documents=documents, nodes=nodes,
+                                      cache_collection=cache_collection, in_place=in_place,
+                                      store_doc_text=store_doc_text, num_workers=num_workers, **kwargs)
+        assert isinstance(self._plan, IngestPlan)
+        return self._session.run(self._template("pipeline", self._plan), self._inputs(documents, nodes, cache_collection, kwargs))
+
+    @dispatcher.span
+    async def arun(self, show_progress: bool = False, documents: Sequence[Any] | None = None,
+                   nodes: Sequence[Any] | None = None, cache_collection: str | None = None, in_place: bool = True,
+                   store_doc_text: bool = True, num_workers: int | None = None, **kwargs: Any) -> Sequence[Any]:
+        """`IngestionPipeline.arun`, lowered as `run` (the store is written by its sync `add`)."""
+        if not self._lowerable(num_workers):
+            return await self._original.arun(show_progress=show_progress, documents=documents, nodes=nodes,
+                                             cache_collection=cache_collection, in_place=in_place,
+                                             store_doc_text=store_doc_text, num_workers=num_workers, **kwargs)
+        assert isinstance(self._plan, IngestPlan)
+        return await self._session.arun(self._template("pipeline", self._plan),
+                                        self._inputs(documents, nodes, cache_collection, kwargs))
+
+    def explain(self) -> str:
+        """What runs as primitives, what stays opaque and why, and the e-graph."""
+        template = None if isinstance(self._plan, Unbound) else self._template("pipeline", self._plan)
+        title = "accel.wrap(IngestionPipeline)"
+        if self._original.docstore is not None:
+            return f"{title}: opaque, run as-is (a docstore de-duplicates documents)"
+        return self._describe(title, self._plan, template)
+
+
+class WrappedIndexClass(_Lowered):
+    """`accel.wrap(VectorStoreIndex)`: the class with an accelerated `from_documents`;
+    calling it or reading other attributes goes to the class itself."""
+
+    def __init__(self, cls: type, *, policy: str = "topology", disabled_passes: tuple[str, ...] = ()) -> None:
+        super().__init__(policy, disabled_passes)
+        self._cls = cls
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "_cls":
+            raise AttributeError(name)
+        return getattr(self._cls, name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._cls(*args, **kwargs)
+
+    def _plan(self, transformations: list[Any], kwargs: dict[str, Any]) -> IngestPlan | Unbound:
+        from llama_index.core import Settings
+        from llama_index.core.base.embeddings.base import BaseEmbedding
+
+        embed_model = kwargs.get("embed_model")
+        if embed_model is None and not any(isinstance(t, BaseEmbedding) for t in transformations):
+            try:
+                embed_model = Settings.embed_model  # what the constructor would use
+            except Exception as err:  # e.g. the default OpenAI model without a key: stock raises it
+                return Unbound("Settings.embed_model", f"cannot be resolved ({type(err).__name__})")
+        if embed_model is not None and not isinstance(embed_model, BaseEmbedding):
+            return Unbound(type(embed_model).__name__, "an embed_model given by name is resolved by the index itself")
+        return plan_ingestion(transformations, embed_model, None)
+
+    def from_documents(self, documents: Sequence[Any], storage_context: Any = None, show_progress: bool = False,
+                       callback_manager: Any = None, transformations: list[Any] | None = None, **kwargs: Any) -> Any:
+        """`VectorStoreIndex.from_documents`, with the chunks embedded on accel's shared embedder."""
+        from llama_index.core import Settings, StorageContext
+
+        transformations = transformations or Settings.transformations
+        plan = self._plan(transformations, kwargs)
+        if isinstance(plan, Unbound):
+            return self._cls.from_documents(documents, storage_context=storage_context, show_progress=show_progress,
+                                            callback_manager=callback_manager, transformations=transformations, **kwargs)
+        storage_context = storage_context or StorageContext.from_defaults()
+        callback_manager = callback_manager or Settings.callback_manager
+        with callback_manager.as_trace("index_construction"):
+            for doc in documents:
+                storage_context.docstore.set_document_hash(doc.id_, doc.hash)
+            key = ("index", tuple(id(t) for t in transformations), id(plan.embed_model))
+            inputs = {"documents": list(documents), "options": {"cache": None, "collection": None, "kwargs": kwargs}}
+            nodes = self._session.run(self._template(key, plan), inputs)
+            return self._cls(nodes=nodes, storage_context=storage_context, callback_manager=callback_manager,
+                             show_progress=show_progress, transformations=transformations, **kwargs)
+
+    def explain(self) -> str:
+        from llama_index.core import Settings
+
+        plan = self._plan(Settings.transformations, {})
+        return self._describe(f"accel.wrap({self._cls.__name__}).from_documents (Settings' transformations)", plan, None)
