@@ -1,0 +1,90 @@
+"""Auto-instrumentation: `ACCEL_AUTO=1` routes framework entry points into `accel.wrap`.
+
+Patching is lazy and reversible, in the OpenTelemetry instrumentations' style: `instrument()`
+registers wrapt post-import hooks, so a framework is patched when the app imports it (or at
+once if it is already imported); `uninstrument()` restores the originals. Nothing is patched
+unless `ACCEL_AUTO` is set (or `instrument(force=True)` is called). Entry points:
+`accel-run python app.py` (a sitecustomize on PYTHONPATH), and the `opentelemetry_instrumentor`
+entry point `accel` for `opentelemetry-instrument`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+from collections.abc import Collection
+
+ENV = "ACCEL_AUTO"
+# framework module to patch -> accel patch module (exposing patch() / unpatch())
+FRAMEWORKS: dict[str, str] = {
+    "langchain_core.runnables.base": "accel.patches.langchain",
+    "llama_index.core.query_engine.retriever_query_engine": "accel.patches.llamaindex",
+}
+
+_lock = threading.Lock()
+_state = {"instrumented": False}
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def instrument(*, force: bool = False) -> bool:
+    """Patch each framework when it is imported. Returns whether anything was instrumented."""
+    if not (force or enabled()):
+        return False
+    import wrapt
+
+    with _lock:
+        if _state["instrumented"]:
+            return True
+        _state["instrumented"] = True
+    for framework, patch_module in FRAMEWORKS.items():
+        wrapt.register_post_import_hook(_hook(patch_module), framework)
+    return True
+
+
+def _hook(patch_module: str):
+    def on_import(_module: object) -> None:
+        with _lock:
+            if not _state["instrumented"]:
+                return  # uninstrumented before the framework was imported
+        try:
+            module = importlib.import_module(patch_module)
+        except ModuleNotFoundError as err:
+            if err.name == patch_module:
+                return  # no patch for this framework (yet)
+            raise
+        module.patch()
+
+    return on_import
+
+
+def uninstrument() -> None:
+    """Restore every patched framework entry point."""
+    with _lock:
+        _state["instrumented"] = False
+    for patch_module in FRAMEWORKS.values():
+        import sys
+
+        module = sys.modules.get(patch_module)
+        if module is not None:
+            module.unpatch()
+
+
+class AccelInstrumentor:
+    """The OpenTelemetry instrumentor interface (`opentelemetry-instrument` loads it through
+    the `opentelemetry_instrumentor` entry point and calls `instrument()`)."""
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return ()
+
+    def instrument(self, **kwargs: object) -> None:
+        instrument()
+
+    def uninstrument(self, **kwargs: object) -> None:
+        uninstrument()
+
+
+__all__ = ["ENV", "AccelInstrumentor", "enabled", "instrument", "uninstrument"]

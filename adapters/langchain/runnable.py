@@ -18,6 +18,7 @@ from typing import Any
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import patch_config
 
+from accel.adapters.common.bypass import stock_call
 from accel.adapters.common.explain import explain_text
 from accel.adapters.langchain.capture import Capture, Opaque, Step
 from accel.engines.errors import EngineError
@@ -69,7 +70,8 @@ class WrappedRunnable(Runnable[Any, Any]):
         except EngineError:
             if not self.fallback:
                 raise
-            return self.original.invoke(input, child)
+            with stock_call():
+                return self.original.invoke(input, child)
 
     async def _ainvoke(self, input: Any, run_manager: Any, config: RunnableConfig) -> Any:
         child = patch_config(config, callbacks=run_manager.get_child())
@@ -78,7 +80,8 @@ class WrappedRunnable(Runnable[Any, Any]):
         except EngineError:
             if not self.fallback:
                 raise
-            return await self.original.ainvoke(input, child)
+            with stock_call():
+                return await self.original.ainvoke(input, child)
 
     # ---- introspection ------------------------------------------------------------------
 
