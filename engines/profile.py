@@ -58,6 +58,11 @@ class EngineProfile:
                                  "include 1 in batch_sizes")
         return by_size[self.max_efficient_batch] / by_size[1]
 
+    @property
+    def max_efficient_batch_size(self) -> int:
+        """Alias read by `accel.runtime.limits.EngineLimits.from_profile`."""
+        return self.max_efficient_batch
+
     @staticmethod
     def default_path(engine: str, label: str) -> Path:
         safe = "--".join(part for part in engine.split("/") if part)

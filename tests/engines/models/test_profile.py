@@ -99,3 +99,10 @@ def test_chunk_texts_are_deterministic_and_about_256_tokens(minilm_path: Path):
     lengths = [len(tokenizer(t)["input_ids"]) for t in texts]
     assert all(CHUNK_TOKENS - 16 <= n <= CHUNK_TOKENS for n in lengths), lengths
     assert len(set(texts)) == len(texts)
+
+
+def test_runtime_limits_read_the_profile():
+    from accel.runtime.limits import EngineLimits
+
+    profile = EngineProfile("emb", "query", points((1, 10), (32, 200)), 32)
+    assert EngineLimits.from_profile(profile).max_batch_size == 32
