@@ -1,12 +1,16 @@
 """QueryFusionRetriever: the expanded queries' embeddings and searches as batched primitives.
 
-    Input(query) -> Call(expand: the retriever's own LLM query generation)
-                 -> per sub-retriever: Embed(all queries) -> Search(all vectors)
+With its LLM bound to a vLLM server, query generation is decode-pipelined:
+
+    Input(query) -> Call(prompt) -> PartialDecode(the original query, then each generated line
+                                    as soon as its newline arrives)
+                 -> per sub-retriever, per item: Embed -> Search
                  -> Call(fuse: the retriever's own fusion) -> nodes
 
-All queries of a query (and of concurrent queries) share one embedding batch and one search
-round trip per sub-retriever, where stock retrieves them one after another. Query generation
-stays the retriever's own LLM call (opaque): its prompt is not rendered through `predict`.
+so the first generated query is embedded and searched while the next ones decode, and the
+decode is aborted once the retriever has the `num_queries - 1` lines it keeps. Otherwise the
+generation stays the retriever's own call (an opaque Call) and all queries share one Embed and
+one Search per sub-retriever. Either way, the queries and the fused nodes are the stock ones.
 """
 
 from __future__ import annotations
@@ -14,8 +18,12 @@ from __future__ import annotations
 from typing import Any
 
 from accel.ir import CallOp, GraphBuilder, ItemsOp, Kind, Ref
+from accel.passes.streams import pipeline_from
 
-from .bindings import Unbound, bind_embedding, bind_vector_store
+from .bindings import Unbound, bind_embedding, bind_llm, bind_vector_store
+from .query_lines import QueryLinesOp, query_prompt
+
+PASS_NAME = "llamaindex_fusion"
 
 
 def is_fusion(retriever: Any) -> bool:
@@ -36,7 +44,7 @@ def lower_fusion(b: GraphBuilder, retriever: Any, query: Ref, engine_name: Any, 
             if isinstance(binding, Unbound):
                 return Unbound("QueryFusionRetriever", f"sub-retriever: {binding.component}: {binding.reason}")
         bound.append((sub, embed, search))
-    queries = b.add(Kind.CALL, "expand", inputs={"query": query}, op=CallOp(lambda query: _queries(retriever, query)))
+    queries, streamed = _expand(b, retriever, query, engine_name)
     hits: dict[str, Ref] = {}
     for i, (sub, embed, search) in enumerate(bound):
         s = b.scope(f"r{i}")
@@ -54,7 +62,22 @@ def lower_fusion(b: GraphBuilder, retriever: Any, query: Ref, engine_name: Any, 
                 results[(text, i)] = scored_nodes(sub, hits_by_retriever[f"r{i}"][j])
         return _fuse(retriever, results)
 
-    return b.add(Kind.CALL, "fuse", inputs={"queries": queries, **hits}, op=CallOp(fuse))
+    fused = b.add(Kind.CALL, "fuse", inputs={"queries": queries, **hits}, op=CallOp(fuse))
+    if streamed:
+        pipeline_from(b.graph, queries.node, PASS_NAME)
+    return fused
+
+
+def _expand(b: GraphBuilder, retriever: Any, query: Ref, engine_name: Any) -> tuple[Ref, bool]:
+    """The query list: a streamed decode when the retriever's LLM is bound, else its own call."""
+    llm = bind_llm(retriever._llm) if retriever.num_queries > 1 else None
+    if llm is None or isinstance(llm, Unbound) or llm.fill_max_tokens:
+        return b.add(Kind.CALL, "expand", inputs={"query": query}, op=CallOp(lambda query: _queries(retriever, query))), False
+    prompt = b.add(Kind.CALL, "expand.prompt", inputs={"query": query},
+                   op=CallOp(lambda query: query_prompt(retriever, query, llm.chat), blocking=False))
+    op = QueryLinesOp(llm.params, retriever.num_queries - 1)
+    return b.add(Kind.PARTIAL_DECODE, "expand", engine=engine_name(llm.engine), inputs={"prompt": prompt, "query": query},
+                 attrs={"streams": True, "params": llm.params}, op=op), True
 
 
 def _queries(retriever: Any, query: str) -> list[str]:

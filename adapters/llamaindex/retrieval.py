@@ -62,8 +62,10 @@ def _lower_retriever(plan: RetrievalPlan, b: GraphBuilder, query: Ref, engine_na
         fused = lower_fusion(b, retriever, query, engine_name, _scored_nodes)
         if not isinstance(fused, Unbound):
             mode = getattr(retriever.mode, "value", retriever.mode)
+            streamed = any(node.kind is Kind.PARTIAL_DECODE for node in b.graph.nodes())
+            generation = "PartialDecode(query lines, pipelined into Embed/Search)" if streamed else "Call(query generation)"
             plan.lowered.append(f"QueryFusionRetriever({retriever.num_queries} queries, {mode}) -> "
-                                "Call(query generation) + batched Embed/Search per sub-retriever + Call(fusion)")
+                                f"{generation} + batched Embed/Search per sub-retriever + Call(fusion)")
             return fused
         plan.opaque.append(fused)
         return b.add(Kind.CALL, "retrieve", inputs={"query": query}, op=CallOp(lambda query: retriever.retrieve(_bundle(query))))

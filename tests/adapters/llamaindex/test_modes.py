@@ -81,7 +81,9 @@ def test_query_fusion_retriever(pg_index: Any, memory_index: Any, llm: Any, llm_
     fusion = QueryFusionRetriever([pg_index.as_retriever(similarity_top_k=3)], llm=llm, num_queries=3,
                                   similarity_top_k=3, mode=mode, use_async=False)
     engine = RetrieverQueryEngine.from_args(fusion, llm=llm)
-    assert "QueryFusionRetriever(3 queries" in accel.wrap(engine).explain()
+    explained = accel.wrap(engine).explain()
+    assert "QueryFusionRetriever(3 queries" in explained and "PartialDecode(query lines" in explained
+    assert "streams item by item" in explained
     compare(engine, llm_proxy)
     in_memory = QueryFusionRetriever([memory_index.as_retriever(similarity_top_k=2)], llm=llm, num_queries=2, use_async=False)
     opaque = RetrieverQueryEngine.from_args(in_memory, llm=llm)

@@ -1,0 +1,95 @@
+"""QueryFusionRetriever's query generation as a streamed decode (decode pipelining).
+
+The retriever parses the completion as
+
+    queries = [q.strip() for q in text.strip("`").split("\\n") if q.strip()][: num_queries - 1]
+
+`QueryLines` is that parser fed incrementally: a line is final once its newline arrives (only
+the first line loses leading backticks, only the last one trailing backticks), so the streamed
+items are the stock queries however the text was cut into deltas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any
+
+from accel.engines.base import GenerationChunk, GenerationRequest, SamplingParams
+
+QUERY_PORT = "query"
+
+
+class QueryLines:
+    """Incremental form of QueryFusionRetriever's line parsing (before the count limit)."""
+
+    def __init__(self) -> None:
+        self._line: list[str] = []
+        self._first = True
+
+    def _finish(self, line: str, last: bool) -> list[str]:
+        if self._first:
+            line, self._first = line.lstrip("`"), False
+        if last:
+            line = line.rstrip("`")
+        return [line.strip()] if line.strip() else []
+
+    def feed(self, delta: str) -> list[str]:
+        out: list[str] = []
+        for ch in delta:
+            if ch == "\n":
+                out += self._finish("".join(self._line), last=False)
+                self._line = []
+            else:
+                self._line.append(ch)
+        return out
+
+    def close(self) -> list[str]:
+        line, self._line = "".join(self._line), []
+        return self._finish(line, last=True)
+
+
+def parse_queries(text: str, limit: int) -> list[str]:
+    lines = QueryLines()
+    return (lines.feed(text) + lines.close())[:limit]
+
+
+def query_prompt(retriever: Any, query: str, chat: bool) -> str | list[dict[str, str]]:
+    """What `retriever._get_queries` sends through `llm.complete` (a user message for chat
+    models, as LlamaIndex's completion-to-chat wrapper builds it)."""
+    prompt = retriever.query_gen_prompt.format(num_queries=retriever.num_queries - 1, query=query)
+    return [{"role": "user", "content": prompt}] if chat else prompt
+
+
+@dataclass(frozen=True)
+class QueryLinesOp:
+    """PartialDecode of the query-generation call. Items (one-element slices): the original
+    query first, then each generated query as its line completes, at most `limit` of them; the
+    stream is closed (the request aborted) once the retriever has all the lines it keeps."""
+
+    params: SamplingParams
+    limit: int
+
+    def requests(self, values: dict[str, Any]) -> list[GenerationRequest]:
+        prompt = values["prompt"]
+        if isinstance(prompt, str):
+            return [GenerationRequest(prompt=prompt, params=self.params)]
+        return [GenerationRequest(messages=list(prompt), params=self.params)]
+
+    async def stream(self, values: dict[str, Any], chunks: AsyncIterator[GenerationChunk]) -> AsyncIterator[list[str]]:
+        yield [values[QUERY_PORT]]
+        lines, emitted = QueryLines(), 0
+        async with aclosing(chunks) as source:
+            async for chunk in source:
+                for item in lines.feed(chunk.delta):
+                    yield [item]
+                    emitted += 1
+                    if emitted == self.limit:
+                        return
+        for item in lines.close()[: self.limit - emitted]:
+            yield [item]
+
+    def output(self, values: dict[str, Any], results: list[Any]) -> list[list[str]]:
+        (generation,) = results
+        return [[values[QUERY_PORT]], *([q] for q in parse_queries(generation.text, self.limit))]
