@@ -22,7 +22,10 @@ from llama_index.core.schema import MetadataMode, QueryBundle
 from accel.ir import GraphBuilder
 from accel.passes import PassContext
 
+from accel.engines.errors import PromptTooLong
+
 from .bindings import EngineSpec, Unbound, bind_llm
+from .errors import stock_error
 from .prompts import PlanMismatch
 from .retrieval import RetrievalPlan, plan_retrieval
 from .synthesis import SynthesisPlan, check_synthesizer
@@ -95,6 +98,19 @@ class WrappedQueryEngine(BaseQueryEngine):
 
     @dispatcher.span
     def _query(self, query_bundle: QueryBundle) -> Any:
+        try:
+            return self._query_lowered(query_bundle)
+        except PromptTooLong as err:
+            raise stock_error(err) from err
+
+    @dispatcher.span
+    async def _aquery(self, query_bundle: QueryBundle) -> Any:
+        try:
+            return await self._aquery_lowered(query_bundle)
+        except PromptTooLong as err:
+            raise stock_error(err) from err
+
+    def _query_lowered(self, query_bundle: QueryBundle) -> Any:
         if not self._lowerable(query_bundle):
             return self._original._query(query_bundle)
         dispatcher.event(RetrievalStartEvent(str_or_query_bundle=query_bundle))
@@ -102,8 +118,7 @@ class WrappedQueryEngine(BaseQueryEngine):
         dispatcher.event(RetrievalEndEvent(str_or_query_bundle=query_bundle, nodes=nodes))
         return self._drive_sync(query_bundle, nodes)
 
-    @dispatcher.span
-    async def _aquery(self, query_bundle: QueryBundle) -> Any:
+    async def _aquery_lowered(self, query_bundle: QueryBundle) -> Any:
         if not self._lowerable(query_bundle):
             return await self._original._aquery(query_bundle)
         dispatcher.event(RetrievalStartEvent(str_or_query_bundle=query_bundle))
