@@ -69,5 +69,11 @@ def build_index(config: StackConfig, documents: Iterable[Mapping[str, Any]], col
     """Chunk, embed and ingest `documents` into a fresh collection; returns the store."""
     store = vector_store(config, collection, embeddings(config), fresh=True)
     chunks = split_documents(documents)
-    store.add_documents(chunks, ids=[c.metadata["chunk_id"] for c in chunks])
+    store.add_documents(chunks, ids=row_ids(collection, chunks))
     return store
+
+
+def row_ids(collection: str, chunks: list[Any]) -> list[str]:
+    """PGVector row ids are unique across collections (an upsert keeps a row's collection),
+    so each collection's rows get their own ids."""
+    return [f"{collection}/{c.metadata['chunk_id']}" for c in chunks]
