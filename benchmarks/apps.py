@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from accel.engines.errors import InvalidRequest
@@ -14,6 +14,16 @@ from accel.engines.errors import InvalidRequest
 def sequential(n_calls: int) -> list[int]:
     """Every LLM call depends on the one before (expansion, then refine steps)."""
     return [1] * n_calls
+
+
+def fan_in(n_calls: int) -> list[int]:
+    """Independent calls, then one that combines them (map-reduce, tree summarize)."""
+    return [n_calls - 1, 1] if n_calls > 1 else [n_calls]
+
+
+def plan_fan_out_fan_in(n_calls: int) -> list[int]:
+    """A planner, independent experts, an aggregator (Halo)."""
+    return [1, n_calls - 2, 1] if n_calls > 2 else [1] * n_calls
 
 
 @dataclass(frozen=True)
@@ -25,6 +35,7 @@ class ExampleSpec:
     llm_levels: Callable[[int], list[int]] = sequential
     embed_batch: int = 0  # queries embedded together on the critical path
     rerank_pairs: int = 0  # fewest (query, chunk) pairs cross-encoded together on the critical path
+    app_options: dict[str, Any] = field(default_factory=dict)  # extra build_app keywords
 
     def module(self, framework: str) -> Any:
         if framework not in self.modules:
@@ -39,6 +50,35 @@ EXAMPLES: dict[str, ExampleSpec] = {
         "query expansion into 3 queries, 16 chunks each, rerank to top 3, refine synthesis",
         embed_batch=3,
         rerank_pairs=16,  # the union of the 3 result lists holds at least 16 distinct chunks
+    ),
+    "naive-rag": ExampleSpec(
+        "naive-rag",
+        {"langchain": "accel.examples.langchain.naive_rag", "llamaindex": "accel.examples.llamaindex.naive_rag"},
+        "chunk 256 / overlap 30, embed, ingest into pgvector, top-3, one call (LangChain) / tree summarize (LlamaIndex)",
+        llm_levels=fan_in, embed_batch=1,
+    ),
+    "search-generation": ExampleSpec(
+        "search-generation", {"langchain": "accel.examples.langchain.search_generation"},
+        "proxy LLM drafts, judge LLM decides whether to search, core LLM answers with the results",
+        embed_batch=1,
+    ),
+    "contextual-retrieval": ExampleSpec(
+        "contextual-retrieval", {"langchain": "accel.examples.langchain.contextual_retrieval"},
+        "chunks contextualised by a small LLM before indexing; retrieve 32, rerank to 3, one call",
+        embed_batch=1, rerank_pairs=32,
+    ),
+    "map-reduce-summary": ExampleSpec(
+        "map-reduce-summary", {"langchain": "accel.examples.langchain.summaries"},
+        "Parrot: 8 chunk summaries, then one combining call", llm_levels=fan_in, embed_batch=1,
+        app_options={"style": "map-reduce"},
+    ),
+    "chain-summary": ExampleSpec(
+        "chain-summary", {"langchain": "accel.examples.langchain.summaries"},
+        "Parrot: one running summary refined chunk by chunk", embed_batch=1, app_options={"style": "chain"},
+    ),
+    "multi-agent": ExampleSpec(
+        "multi-agent", {"langchain": "accel.examples.langchain.multi_agent"},
+        "Halo: planner, three expert agents side by side, aggregator", llm_levels=plan_fan_out_fan_in,
     ),
 }
 

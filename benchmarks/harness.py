@@ -63,13 +63,16 @@ def reset_prefix_cache(openai_base_url: str) -> bool:
 
 
 def machine() -> dict[str, Any]:
-    return {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(), "gpu": None}
+    """What the numbers were measured on, including how busy the machine was at the start."""
+    return {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(), "gpu": None,
+            "load_average_1m_at_start": os.getloadavg()[0]}
 
 
 def _apps(config: BenchConfig, stack: Any, documents: list[dict[str, Any]]) -> Apps:
-    module = example(config.example).module(config.framework)
+    spec = example(config.example)
+    module = spec.module(config.framework)
     index = module.build_index(stack, documents, f"bench_{config.example.replace('-', '_')}_{uuid.uuid4().hex[:8]}")
-    return Apps(module.build_app(stack, index), module.build_app(stack, index, parallel=True))
+    return Apps(module.build_app(stack, index, **spec.app_options), module.build_app(stack, index, parallel=True, **spec.app_options))
 
 
 def compare(config: BenchConfig, stack: Any, progress: Progress = lambda _: None) -> dict[str, Any]:

@@ -17,7 +17,7 @@ def markdown(report: dict[str, Any]) -> str:
     lines = [
         f"### {report['example']} · {report['framework']} · {mode} · {report['config']['queries']} queries",
         "",
-        f"{report['date']} · {report['machine']['cpus']} CPU cores, no GPU · LLM `{Path(report['engines']['llm']).name}`"
+        f"{report['date']} · {report['machine']['cpus']} CPU cores, no GPU, load {report['machine']['load_average_1m_at_start']:.1f} at start · LLM `{Path(report['engines']['llm']).name}`"
         f" · headline: {report['headline_metric']} · prefix cache reset between systems: "
         f"{'yes' if report['prefix_cache_reset_between_systems'] else 'no'}",
         "",
