@@ -23,7 +23,7 @@ def profile(
     engines: list[str] = typer.Option(list(ENGINES), "--engine", help="Engines to profile."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout."),
     markdown: Path | None = typer.Option(None, "--markdown", help="Also write a markdown report here."),
-    repeats: int = typer.Option(3, help="Timed runs per batch size (median is kept)."),
+    repeats: int = typer.Option(3, help="Timed runs per batch size (the fastest is kept)."),
 ) -> None:
     """Measure each engine's throughput vs batch size and choose its max efficient batch."""
     unknown = set(engines) - set(ENGINES)
