@@ -2,4 +2,7 @@
 # Runs the whole test suite on the real local engines (tiny LLM, MiniLM, embedded Postgres).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The tiny test model needs little KV cache; 1 GiB per vLLM process keeps the few servers and
+# in-process engines a run starts well inside a 24 GiB machine.
+export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1}
 exec .venv/bin/python -m pytest "$@"
