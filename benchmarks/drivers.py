@@ -4,10 +4,12 @@ and a timer on every LLM call (the framework's own callbacks / instrumentation e
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -46,6 +48,8 @@ class Driver(Protocol):
 
     def timing(self) -> Any: ...
 
+    def chunks(self, documents: Sequence[dict[str, Any]]) -> list[str]: ...
+
     def close(self) -> None: ...
 
 
@@ -58,6 +62,12 @@ class LangChainDriver:
     def close(self) -> None:
         """Nothing to release."""
 
+    def chunks(self, documents: Sequence[dict[str, Any]]) -> list[str]:
+        """The documents cut as the examples cut them (256 characters, overlap 30)."""
+        from accel.examples.langchain.models import split_documents
+
+        return [chunk.page_content for chunk in split_documents(documents)]
+
     def call(self, app: Any, question: str) -> str:
         return _text(app.invoke({"question": question}))
 
@@ -67,31 +77,40 @@ class LangChainDriver:
 
     @contextmanager
     def timing(self) -> Iterator[LLMTimes]:
-        """Times every chat/LLM call made while the block runs (a configure hook, so nested
-        runnables and retrievers are covered without passing callbacks around)."""
-        from langchain_core.callbacks import BaseCallbackHandler
-        from langchain_core.tracers.context import register_configure_hook
-        from contextvars import ContextVar
-
+        """Times every chat/LLM call made while the block runs, in this context (a configure
+        hook, so nested runnables and retrievers are covered without passing callbacks)."""
         times = LLMTimes()
-
-        class Timer(BaseCallbackHandler):
-            def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any, **kw: Any) -> None:
-                times.start(run_id)
-
-            def on_llm_start(self, serialized: Any, prompts: Any, *, run_id: Any, **kw: Any) -> None:
-                times.start(run_id)
-
-            def on_llm_end(self, response: Any, *, run_id: Any, **kw: Any) -> None:
-                times.end(run_id)
-
-        var: ContextVar[Any] = ContextVar(f"accel_bench_timer_{id(times)}", default=None)
-        register_configure_hook(var, inheritable=True)
-        token = var.set(Timer())
+        token = _langchain_timer().set(_LangChainTimer(times))
         try:
             yield times
         finally:
-            var.reset(token)
+            _langchain_timer().reset(token)
+
+
+@functools.cache
+def _langchain_timer() -> ContextVar[Any]:
+    """The context variable LangChain's configure hook reads; registered once per process."""
+    from langchain_core.tracers.context import register_configure_hook
+
+    var: ContextVar[Any] = ContextVar("accel_bench_llm_timer", default=None)
+    register_configure_hook(var, inheritable=True)
+    return var
+
+
+def _LangChainTimer(times: LLMTimes) -> Any:  # noqa: N802 - builds a handler class lazily
+    from langchain_core.callbacks import BaseCallbackHandler
+
+    class Timer(BaseCallbackHandler):
+        def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any, **kw: Any) -> None:
+            times.start(run_id)
+
+        def on_llm_start(self, serialized: Any, prompts: Any, *, run_id: Any, **kw: Any) -> None:
+            times.start(run_id)
+
+        def on_llm_end(self, response: Any, *, run_id: Any, **kw: Any) -> None:
+            times.end(run_id)
+
+    return Timer()
 
 
 class LlamaIndexDriver:
@@ -105,6 +124,16 @@ class LlamaIndexDriver:
 
     def close(self) -> None:
         self._loop.close()
+
+    def chunks(self, documents: Sequence[dict[str, Any]]) -> list[str]:
+        """The documents cut as the examples cut them (256 tokens, overlap 30)."""
+        from llama_index.core.node_parser import SentenceSplitter
+        from llama_index.core.schema import Document
+
+        from accel.examples.llamaindex.models import CHUNK_OVERLAP, CHUNK_SIZE
+
+        splitter = SentenceSplitter(chunk_size=CHUNK_SIZE, chunk_overlap=CHUNK_OVERLAP)
+        return [node.get_content() for node in splitter.get_nodes_from_documents([Document(text=d["text"]) for d in documents])]
 
     def call(self, app: Any, question: str) -> str:
         return _text(app.query(question))

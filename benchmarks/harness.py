@@ -112,13 +112,8 @@ def _compare(config: BenchConfig, stack: Any, progress: Progress, workload: Any,
     steps = None
     if any(run.llm_calls for rs in runs.values() for run in rs):
         progress("profiling the non-LLM steps of the critical path")
-        steps = profile_steps(example(config.example), stack, workload.questions, _chunks(workload.documents))
+        steps = profile_steps(example(config.example), stack, workload.questions, driver.chunks(workload.documents))
     return _report(config, workload.questions, runs, stack, all(resets) and bool(resets), steps)
-
-
-def _chunks(documents: list[dict[str, Any]], size: int = 256, step: int = 226) -> list[str]:
-    """Workload text cut like the examples' splitters (256 characters, overlap 30)."""
-    return [doc["text"][i:i + size] for doc in documents for i in range(0, max(1, len(doc["text"]) - 30), step)]
 
 
 def _report(config: BenchConfig, questions: list[str], runs: dict[str, list[SystemRun]], stack: Any, reset: bool,
