@@ -31,7 +31,12 @@ _mount_optional()
 
 
 def main() -> None:
+    import os
+
     from accel.engines.errors import EngineError
+
+    # vLLM logs to stdout by default; keep stdout for results (`--json` must stay parseable).
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
 
     try:
         app()

@@ -26,7 +26,7 @@ from accel.config import settings
 from accel.engines.base import Generation, GenerationChunk, GenerationRequest, Health, LLMEngine, SamplingParams
 from accel.engines.errors import EmptyBatch, EngineDied, EngineUnavailable, InvalidRequest, PromptTooLong
 from accel.engines.llm.load import EngineLoad, LoadRecorder
-from accel.engines.offline.llm import resolve_llm
+from accel.engines.offline.llm import resolve_llm, serving_dtype
 
 _CHAT = ChatParams(
     chat_template_kwargs={"add_generation_prompt": True, "continue_final_message": False, "tokenize": False}
@@ -81,7 +81,7 @@ class VLLMEngine(LLMEngine):
         *,
         max_model_len: int | None = None,
         max_num_seqs: int = 64,
-        dtype: str = "auto",
+        dtype: str | None = None,
         seed: int = 0,
         engine_args: Mapping[str, Any] | None = None,
     ) -> None:
@@ -112,7 +112,7 @@ class VLLMEngine(LLMEngine):
                 scheduling_policy="priority",
                 max_model_len=self._requested_max_len,
                 max_num_seqs=self._max_num_seqs,
-                dtype=self._dtype,
+                dtype=self._dtype or serving_dtype(self.model),
                 seed=self._seed,
                 disable_log_stats=False,
                 **self._engine_args,

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from accel.config import settings
 from accel.engines.errors import EngineDied, EngineError
+from accel.engines.offline.llm import serving_dtype
 
 READY_LINE = "Application startup complete"
 DEFAULT_READY_TIMEOUT_S = 420.0
@@ -61,6 +62,7 @@ def server_command(model: str, *, host: str, port: int, served_model_name: str,
         "--scheduling-policy", "priority",
         "--enable-prompt-tokens-details",
         "--enable-prefix-caching",
+        "--dtype", serving_dtype(model),
     ]
     if max_model_len is not None:
         command += ["--max-model-len", str(max_model_len)]

@@ -110,6 +110,16 @@ def resolve_llm(spec: str | None, size: LLMSize = "bench") -> str:
     return spec
 
 
+def serving_dtype(model: str) -> str:
+    """The dtype vLLM should serve `model` in: float32 for accel's offline builds, "auto" else.
+
+    vLLM's "auto" downcasts float32 checkpoints to bfloat16 on CPU; for the offline models that
+    costs batch invariance (greedy outputs then change with batch composition, which breaks
+    stock-vs-accel equality checks) and, on CPUs without bf16 units, speed.
+    """
+    return "float32" if _stamp(Path(model).expanduser()) is not None else "auto"
+
+
 def _looks_like_path(spec: str) -> bool:
     return spec.startswith(("/", "./", "../", "~", ".")) or spec.count("/") > 1 or spec.endswith("/")
 
