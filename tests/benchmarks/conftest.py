@@ -1,20 +1,20 @@
-"""A private engine stack for the harness tests: embedded Postgres + pgvector, a vLLM server
-on the tiny offline Llama (about 2 minutes to start), MiniLM and the offline cross-encoder."""
+"""The engine stack for the harness tests: embedded Postgres + pgvector, the session's shared vLLM
+server on the tiny offline Llama, MiniLM and the offline cross-encoder."""
 
 from __future__ import annotations
-
-from collections.abc import Iterator
 
 import pytest
 
 pytest.importorskip("langchain_classic")
 pytest.importorskip("llama_index.core")
 
-from accel.benchmarks.private_stack import private_stack  # noqa: E402
+from accel.engines.embeddings import packaged_minilm_path  # noqa: E402
+from accel.engines.offline.reranker import build_reranker  # noqa: E402
 from accel.examples.stack import StackConfig  # noqa: E402
 
 
 @pytest.fixture(scope="session")
-def stack() -> Iterator[StackConfig]:
-    with private_stack("tiny", max_tokens=12) as config:
-        yield config
+def stack(vllm_server, postgres_factory) -> StackConfig:
+    """The session's shared vLLM server (tests/conftest.py) and this suite's own Postgres."""
+    return StackConfig(vllm_server.base_url, vllm_server.model, postgres_factory("accel-bench-"),
+                       str(packaged_minilm_path()), str(build_reranker()), max_tokens=12, context_window=2048)

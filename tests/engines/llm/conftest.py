@@ -1,19 +1,11 @@
-"""Shared fixtures for the LLM engine tests: the tiny offline model, and prompts sized in tokens."""
+"""Shared fixtures for the LLM engine tests: prompts sized in tokens (the tiny offline model
+comes from tests/conftest.py)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
 from accel.engines.offline.corpus import stdlib_docs
-from accel.engines.offline.llm import build_llm
-
-
-@pytest.fixture(scope="session")
-def tiny_model() -> Path:
-    """The tiny offline Llama (built once into ACCEL_HOME, reused afterwards)."""
-    return build_llm("tiny")
 
 
 @pytest.fixture(scope="session")
