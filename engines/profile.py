@@ -112,6 +112,7 @@ async def profile_engine(
     warmup: int = 1,
     tolerance: float = DEFAULT_TOLERANCE,
     progress: Progress | None = None,
+    fresh: bool = False,
 ) -> EngineProfile:
     """Time `engine.run(make_batch(n))` for each batch size: `warmup` untimed calls, then the
     fastest of `repeats` timed calls (as `timeit` does: other processes on the machine only
@@ -133,6 +134,8 @@ async def profile_engine(
                                  "return exactly the requested number of items")
         timings = []
         for attempt in range(warmup + repeats):
+            if fresh and attempt:  # a new batch per run: repeats must not hit a cache (vLLM prefixes)
+                batch = make_batch(size)
             began = time.perf_counter()
             await engine.run(batch)
             if attempt >= warmup:
