@@ -8,9 +8,12 @@ batch requests from many queries without knowing which backend serves them.
 from __future__ import annotations
 
 import abc
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Literal, TypeVar
+
+from .errors import EmptyBatch, EngineDied
 
 Req = TypeVar("Req")
 Res = TypeVar("Res")
@@ -111,6 +114,21 @@ class LLMEngine(Engine[GenerationRequest, Generation]):
     kind = "llm"
     model: str
     max_model_len: int
+
+    async def run(self, batch: Sequence[GenerationRequest]) -> list[Generation]:
+        """All requests in flight at once (the engine batches them); results in order."""
+        if not batch:
+            raise EmptyBatch(self.name, "run() got an empty batch", "send at least one request")
+        return list(await asyncio.gather(*(self.generate(r) for r in batch)))
+
+    async def generate(self, request: GenerationRequest) -> Generation:
+        """One request, streamed to the end; the final chunk carries the usage."""
+        final: Generation | None = None
+        async for chunk in self.stream(request):
+            final = chunk.generation or final
+        if final is None:
+            raise EngineDied(self.name, "the output stream ended without a final output", "check the engine's log")
+        return final
 
     @abc.abstractmethod
     def stream(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]: ...

@@ -11,7 +11,7 @@ import asyncio
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from vllm.engine.arg_utils import AsyncEngineArgs
@@ -24,7 +24,7 @@ from vllm.v1.engine.exceptions import EngineDeadError
 
 from accel.config import settings
 from accel.engines.base import Generation, GenerationChunk, GenerationRequest, Health, LLMEngine, SamplingParams
-from accel.engines.errors import EmptyBatch, EngineDied, EngineUnavailable, InvalidRequest, PromptTooLong
+from accel.engines.errors import EngineDied, EngineUnavailable, InvalidRequest, PromptTooLong
 from accel.engines.llm.load import EngineLoad, LoadRecorder
 from accel.engines.offline.llm import resolve_llm, serving_dtype
 
@@ -157,20 +157,6 @@ class VLLMEngine(LLMEngine):
         return Health(self.name, True, f"{self.model} generated 1 token", time.perf_counter() - began)
 
     # ---- requests ----------------------------------------------------------------------------
-
-    async def run(self, batch: Sequence[GenerationRequest]) -> list[Generation]:
-        """All requests go to vLLM at once (its scheduler batches them); results in order."""
-        if not batch:
-            raise EmptyBatch(self.name, "run() got an empty batch", "send at least one request")
-        return list(await asyncio.gather(*(self.generate(r) for r in batch)))
-
-    async def generate(self, request: GenerationRequest) -> Generation:
-        final: Generation | None = None
-        async for chunk in self.stream(request):
-            final = chunk.generation or final
-        if final is None:
-            raise EngineDied(self.name, "the output stream ended without a final output", "check the vLLM log")
-        return final
 
     async def stream(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
         """Deltas as vLLM produces them; the last chunk carries the usage. Cancelling or

@@ -12,13 +12,13 @@ import json
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 
 from accel.engines.base import Generation, GenerationChunk, GenerationRequest, Health, LLMEngine, SamplingParams
-from accel.engines.errors import EmptyBatch, EngineDied, EngineError, EngineUnavailable, PromptTooLong
+from accel.engines.errors import EngineDied, EngineError, EngineUnavailable, PromptTooLong
 
 _UNREACHABLE_REMEDY = "start the local stack with `accel up`, or point ACCEL_OPENAI_BASE_URL at a running server"
 _CONTEXT_MARKERS = ("maximum context length", "max_model_len", "context length")
@@ -81,20 +81,6 @@ class OpenAIServerEngine(LLMEngine):
             return Health(self.name, False, f"{type(err).__name__}: {err}")
         return Health(self.name, True, f"{self.model} at {self.base_url} generated 1 token",
                       time.perf_counter() - began)
-
-    async def run(self, batch: Sequence[GenerationRequest]) -> list[Generation]:
-        """All requests in flight at once (the server batches them); results in order."""
-        if not batch:
-            raise EmptyBatch(self.name, "run() got an empty batch", "send at least one request")
-        return list(await asyncio.gather(*(self.generate(r) for r in batch)))
-
-    async def generate(self, request: GenerationRequest) -> Generation:
-        final: Generation | None = None
-        async for chunk in self.stream(request):
-            final = chunk.generation or final
-        if final is None:
-            raise EngineDied(self.name, "the stream ended without usage", "check the server log")
-        return final
 
     async def stream(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
         client = self._require()
