@@ -37,29 +37,34 @@ def topology_batch(queue: Iterable[EngineTask], limit: int) -> list[Slice]:
         waiting = [t for t in tasks if t.pending]
         if not waiting:
             continue
-        top = max(t.depth for t in waiting)
-        for task in waiting:
-            if task.depth == top:
-                if slots == 0:
-                    return batch
-                piece = _take(task, slots)
-                batch.append(piece)
-                slots -= piece.size
-        deeper.append([t for t in waiting if t.depth < top])
+        taken = _take_deepest(waiting, slots, batch)
+        if taken is None:
+            return batch
+        slots, rest = taken
+        deeper.append(rest)
     while slots and any(deeper):  # free slots: the next depth level of every bucket, in order
         for i, tasks in enumerate(deeper):
             if not tasks:
                 continue
-            top = max(t.depth for t in tasks)
-            for task in tasks:
-                if task.depth == top:
-                    if slots == 0:
-                        return batch
-                    piece = _take(task, slots)
-                    batch.append(piece)
-                    slots -= piece.size
-            deeper[i] = [t for t in tasks if t.depth < top]
+            taken = _take_deepest(tasks, slots, batch)
+            if taken is None:
+                return batch
+            slots, deeper[i] = taken
     return batch
+
+
+def _take_deepest(tasks: list[EngineTask], slots: int, batch: list[Slice]) -> tuple[int, list[EngineTask]] | None:
+    """Append slices of the deepest level of `tasks` to `batch`; return the slots left and the
+    shallower tasks, or None when the batch filled up before the level was taken."""
+    top = max(t.depth for t in tasks)
+    for task in tasks:
+        if task.depth == top:
+            if slots == 0:
+                return None
+            piece = _take(task, slots)
+            batch.append(piece)
+            slots -= piece.size
+    return slots, [t for t in tasks if t.depth < top]
 
 
 def _buckets(queue: Iterable[EngineTask]):
