@@ -47,7 +47,7 @@ class CrossEncoderReranker(WorkerModelEngine[Pair, float]):
         model: str | Path | None = None,
         *,
         device: str = "cpu",
-        max_batch: int = 32,
+        max_batch: int = 16,
         max_length: int | None = None,
         threads: int | None = None,
         name: str | None = None,
@@ -79,10 +79,18 @@ class CrossEncoderReranker(WorkerModelEngine[Pair, float]):
         return await self._in_worker(self._predict, pairs)
 
     def _predict(self, pairs: list[Pair]) -> list[float]:
-        scores = self._started().predict(pairs, batch_size=self.max_batch, show_progress_bar=False)
+        """Forward passes of `max_batch` pairs of similar length: a call may carry several
+        queries' pairs, and padding every pair to the longest in a mixed batch cost about a
+        quarter of the compute here. A pair's score does not depend on its batch neighbours
+        (beyond float rounding, ~3e-8), so the order is restored afterwards."""
+        order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
+        scores = self._started().predict([pairs[i] for i in order], batch_size=self.max_batch, show_progress_bar=False)
         if scores.ndim > 1:  # two-label models: LangChain keeps the "relevant" column
             scores = scores[:, 1]
-        return [float(score) for score in scores]
+        restored = [0.0] * len(pairs)
+        for position, i in enumerate(order):
+            restored[i] = float(scores[position])
+        return restored
 
     async def health(self) -> Health:
         began = time.perf_counter()

@@ -27,6 +27,12 @@ from accel.runtime.plan import Plan, build_plan
 from accel.runtime.policies import PolicyName, get_policy
 from accel.tracer.spans import get_tracer, query_span
 
+LOCAL_WORKERS = 256
+"""Threads for blocking local ops (opaque user code, sync-only components). That code mostly
+waits on engines (a refine loop's LLM calls), so the pool must not hold fewer queries in
+flight than the caller submits: Python's default (cpu_count + 4, 6 threads on 2 cores) capped a
+batch of 16 at 6 refine loops while stock `batch` ran 16 threads. Threads start only on demand."""
+
 
 class Runtime:
     """Runs templates on shared engine schedulers; many concurrent `run` calls batch together."""
@@ -37,7 +43,7 @@ class Runtime:
         *,
         policy: PolicyName = "topology",
         profiles: Mapping[str, EngineLimits | Any] | None = None,
-        max_workers: int | None = None,
+        max_workers: int = LOCAL_WORKERS,
         tracer_provider: trace.TracerProvider | None = None,
     ) -> None:
         get_policy(policy)  # fail on a typo now, not at the first query

@@ -51,13 +51,27 @@ def embedder(model_path: str) -> EngineSpec:
     return EngineSpec("embed", model_path, make)
 
 
+RERANK_PAIRS_PER_CALL = 1024
+"""Pairs per reranker call. The engine runs them in length-sorted forward passes of its own
+efficient size, so a big call costs no more per pair; what it changes is that the queries it
+serves finish reranking together, and their next LLM calls then batch in vLLM. With one query
+per call, the queries behind a busy reranker left it one by one and each one's LLM calls ran
+alone (advanced RAG, 32 queries, 16 at a time: the server used 2.3x the CPU time of stock `batch`
+for the same requests; with 1,024 pairs per call it used less than stock)."""
+
+
 def reranker(model_path: str) -> EngineSpec:
     def make() -> Engine:
         from accel.engines.reranker import CrossEncoderReranker
 
         return CrossEncoderReranker(model_path)
 
-    return EngineSpec("rerank", model_path, make)
+    def limits() -> Any:
+        from accel.runtime.limits import EngineLimits
+
+        return EngineLimits(max_batch_size=RERANK_PAIRS_PER_CALL)
+
+    return EngineSpec("rerank", model_path, make, limits())
 
 
 def pgvector(dsn: str) -> EngineSpec:

@@ -220,11 +220,4 @@ def bind_reranker(postprocessor: Any) -> RerankBinding | Unbound:
     tokenizer_max = getattr(model.tokenizer, "model_max_length", None)
     if model.max_seq_length not in (None, tokenizer_max):
         return Unbound(name, f"max_length={model.max_seq_length} differs from the tokenizer's {tokenizer_max}")
-
-    def factory() -> Any:
-        from accel.engines.reranker import CrossEncoderReranker
-
-        return CrossEncoderReranker(path)
-
-    return RerankBinding(EngineSpec("rerank", ("cross-encoder", path), factory), int(postprocessor.top_n),
-                         bool(postprocessor.keep_retrieval_score))
+    return RerankBinding(reranker(path), int(postprocessor.top_n), bool(postprocessor.keep_retrieval_score))

@@ -278,6 +278,20 @@ async def test_blocking_local_code_runs_in_a_worker_thread():
         assert (await rt.run(Template.from_graph(b.graph), {"x": 1})).startswith("accel-local")
 
 
+async def test_blocking_local_code_of_many_queries_runs_side_by_side():
+    """Opaque user code mostly waits on engines (a refine loop's LLM calls): 16 queries'
+    blocking calls must all be in flight at once, as in stock `batch` with 16 threads. Each
+    call waits at a 16-party barrier, which breaks (fails the query) if fewer run together."""
+    queries = 16
+    barrier = threading.Barrier(queries, timeout=10)
+    b = GraphBuilder()
+    x = b.input("x")
+    b.output(b.add(Kind.CALL, "wait", inputs={"x": x}, op=CallOp(lambda x: (barrier.wait(), x)[1], blocking=True)))
+    template = Template.from_graph(b.graph)
+    async with Runtime({}) as rt:
+        assert await asyncio.gather(*(rt.run(template, {"x": i}) for i in range(queries))) == list(range(queries))
+
+
 async def test_missing_engine_and_missing_input_are_typed_errors():
     b = GraphBuilder()
     x = b.input("x")

@@ -102,6 +102,14 @@ async def test_order_is_preserved(reranker, pairs):
     assert np.allclose(backward[::-1], forward, atol=1e-6, rtol=0)
 
 
+async def test_a_call_mixing_lengths_scores_each_pair_as_alone(reranker, reranker_dir, pairs):
+    """The engine sorts a call's pairs by length for its forward passes and restores the order:
+    each score is the pair's own (as when scored alone), whatever else rode in the call."""
+    mixed = [pairs[-2], *pairs, pairs[0]]  # short, long, ..., short, empty query, long
+    alone = [float(CrossEncoder(str(reranker_dir)).predict([pair])[0]) for pair in mixed]
+    assert np.allclose(await reranker.run(mixed), alone, atol=1e-5, rtol=0)
+
+
 async def test_errors(reranker, tmp_path):
     with pytest.raises(EmptyBatch):
         await reranker.run([])
