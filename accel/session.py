@@ -6,6 +6,8 @@ wrapped app, so queries from sync threads and from async code on any loop batch 
     template = session.template(key, build_graph, context=PassContext())
     value = session.submit(template, {"input": x}).result()      # sync callers
     value = await session.arun(template, {"input": x})           # async callers, any loop
+    for item in session.stream(template, {"input": x}): ...      # Delta..., Final (threads)
+    async for item in session.astream(template, {"input": x}): ...   # the same, any loop
 
 The loop thread, the runtime and each engine are created lazily on first use. Engines are
 shared and deduplicated by `(kind, key)`: two chains on the same embedding model use one
@@ -18,9 +20,10 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextlib
 import itertools
 import threading
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Iterator, Mapping
 from typing import Any
 
 from accel.engines.base import Engine
@@ -195,12 +198,15 @@ class Session:
 
     def run(self, template: Any, inputs: Mapping[str, Any]) -> Any:
         """Blocking `submit(...).result()`; refuses to block the session loop itself."""
+        self._refuse_blocking("arun")
+        return self.submit(template, inputs).result()
+
+    def _refuse_blocking(self, instead: str) -> None:
         if self.in_loop_thread():
             raise RuntimeError(
                 "accel session: a blocking call was made on the session loop's own thread. "
-                "Remedy: await session.arun(...) there instead."
+                f"Remedy: use session.{instead}(...) there instead."
             )
-        return self.submit(template, inputs).result()
 
     async def arun(self, template: Any, inputs: Mapping[str, Any]) -> Any:
         """Run one query from async code on any loop (the caller's cancellation propagates)."""
@@ -208,6 +214,36 @@ class Session:
         if asyncio.get_running_loop() is loop:
             return await self._run(template, dict(inputs))
         return await asyncio.wrap_future(self.submit(template, inputs))
+
+    async def _stream(self, template: Any, inputs: Mapping[str, Any]) -> AsyncIterator[Any]:
+        await self._prepare(sorted(_engines_of(template)))
+        async with contextlib.aclosing(self._runtime.stream(template, inputs)) as items:
+            async for item in items:
+                yield item
+
+    def stream(self, template: Any, inputs: Mapping[str, Any]) -> Iterator[Any]:
+        """One query's `Delta`s then its `Final` (see `Runtime.stream`), for sync callers in any
+        thread but the session loop's. The query starts at the first `next`; closing the
+        iterator early cancels it and returns once its engine requests are aborted."""
+        from accel.runtime.output_stream import relay_to_thread
+
+        self._refuse_blocking("astream")
+        inputs = dict(inputs)
+        return relay_to_thread(self.loop, lambda: self._stream(template, inputs))
+
+    async def astream(self, template: Any, inputs: Mapping[str, Any]) -> AsyncIterator[Any]:
+        """`stream` for async code on any loop; closing early or cancelling the consumer
+        cancels the query."""
+        from accel.runtime.output_stream import relay_to_loop
+
+        loop, inputs = self.loop, dict(inputs)
+        if asyncio.get_running_loop() is loop:
+            items = self._stream(template, inputs)
+        else:
+            items = relay_to_loop(loop, lambda: self._stream(template, inputs))
+        async with contextlib.aclosing(items):
+            async for item in items:
+                yield item
 
     def in_loop_thread(self) -> bool:
         return self._thread is not None and threading.current_thread() is self._thread

@@ -32,6 +32,13 @@ Streaming contract (decode pipelining; micro-batches whose count is known only a
   forwarded as an item to its own mapped consumers (PartialDecode -> Embed -> Search pipelines
   item by item). Non-mapped consumers of a streaming node see the complete list of items once
   the stream ends.
+
+Output text streaming (`Runtime.stream`): a query's text deltas can be streamed when its Output
+carries the text of one Decode unchanged. A decode op says its value is that text (or the
+`Generation` holding it) with `streams_text = True`; a local op says its value carries the text
+of input port P unchanged (identity, or a message wrapping it) with `text_port = "P"`; a node
+without an op forwards its single input. Anything else ends the chain: the query's value then
+arrives once, at the end.
 """
 
 from __future__ import annotations
@@ -78,6 +85,11 @@ class PickOp:
 
     def compute(self, values: dict[str, Any]) -> Any:
         return values[self.port]
+
+    @property
+    def text_port(self) -> str:
+        """Its value is the port's value, so a streamed text passes through unchanged."""
+        return self.port
 
 
 @dataclass(frozen=True)
@@ -211,6 +223,12 @@ class DecodeOp:
         if isinstance(prompt, str):
             return [GenerationRequest(prompt=prompt, params=self.params)]
         return [GenerationRequest(messages=list(prompt), params=self.params)]
+
+    @property
+    def streams_text(self) -> bool:
+        """The value is the generated text (or its `Generation`), so its deltas can stream;
+        a split output is parsed into items instead."""
+        return self.split is None
 
     def output(self, values: dict[str, Any], results: list[Any]) -> Any:
         (generation,) = results

@@ -2,8 +2,9 @@
 
 from accel.runtime.engine_scheduler import EngineScheduler
 from accel.runtime.limits import EngineLimits
+from accel.runtime.output_stream import Delta, Final, StreamItem
 from accel.runtime.policies import POLICIES, get_policy
 from accel.runtime.runtime import Runtime
 from accel.runtime.task import EngineTask, Slice
 
-__all__ = ["POLICIES", "EngineLimits", "EngineScheduler", "EngineTask", "Runtime", "Slice", "get_policy"]
+__all__ = ["POLICIES", "Delta", "EngineLimits", "EngineScheduler", "EngineTask", "Final", "Runtime", "Slice", "StreamItem", "get_policy"]

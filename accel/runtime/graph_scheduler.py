@@ -5,7 +5,8 @@ successors' counts and starts those that reach zero. Cheap local nodes are compu
 the others get a task in the query's TaskGroup, engine nodes await their engine scheduler. There
 is no polling and no sleeping: everything waits on futures. A failing node raises its original
 exception out of `run`, and the TaskGroup cancels the query's other work (engine schedulers
-turn that into aborts); other queries never see it.
+turn that into aborts); other queries never see it. With `on_delta`, the plan's text source
+(the Decode whose text is the query's output) is streamed and each text delta handed over.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from contextlib import aclosing
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
+from accel.engines.errors import EngineDied
 from accel.ir.node import Node
 from accel.ir.template import GraphInstance
 from accel.runtime.engine_scheduler import EngineScheduler
@@ -44,6 +46,7 @@ class QueryRun:
         tracer: trace.Tracer | None,
         parent: otel_context.Context | None,
         priority: int = 0,
+        on_delta: Callable[[str], None] | None = None,
     ) -> None:
         self.plan = plan
         self.template = plan.template
@@ -54,6 +57,8 @@ class QueryRun:
         self.tracer = tracer
         self.parent = parent
         self.priority = priority
+        self.on_delta = on_delta
+        self.tap = plan.text_source if on_delta is not None else -1
         self.pending = list(plan.pending)
         self.store = ObjectStore(plan.readers, keep=plan.output)
         self.streams = {i: ItemStream() for i, flag in enumerate(plan.produces_stream) if flag}
@@ -139,7 +144,9 @@ class QueryRun:
         mode = self.plan.modes[i]
         with primitive_span(self.tracer, self.parent, query_id=self.query_id, node=node.name, kind=node.kind, engine=node.engine) as span:
             values = self._resolve(i)
-            if mode is Mode.STREAM:
+            if i == self.tap:
+                value = await self._tapped(i, node, values, span)
+            elif mode is Mode.STREAM:
                 value = await self._stream(i, node, values, span)
             elif mode is Mode.MICRO:
                 value = await self._micro(i, node, values, span)
@@ -195,6 +202,24 @@ class QueryRun:
         record_generations(span, final)
         record_items(span, len(out.items))
         return list(out.items)
+
+    async def _tapped(self, i: int, node: Node, values: dict[str, Any], span: trace.Span) -> Any:
+        """The decode whose text is the query's output: its one request is streamed (same
+        admission as `submit`) and every text delta goes to `on_delta` as it arrives."""
+        requests = list(await _maybe(node.op.requests(values)))
+        task = EngineTask(self.query_id, node.name, self.template.depth[i], requests, priority=self.priority)
+        final = None
+        async with aclosing(self.schedulers[node.engine].stream(task)) as chunks:
+            async for chunk in chunks:
+                if chunk.delta:
+                    self.on_delta(chunk.delta)
+                final = chunk.generation or final
+        if final is None:
+            raise EngineDied(node.engine, f"the stream of {node.name!r} ended without a final output", "check the engine's log")
+        wait = None if task.dispatched_at is None else task.dispatched_at - task.arrival
+        record_engine_call(span, batch_sizes=task.batch_sizes, queue_wait_s=wait, requests=1)
+        record_generations(span, [final])
+        return node.op.output(values, [final])
 
     async def _micro(self, i: int, node: Node, values: dict[str, Any], span: trace.Span) -> list[Any]:
         """Stage decomposition: run the batch port in slices of `micro_batch`; each slice's

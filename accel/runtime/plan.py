@@ -39,6 +39,9 @@ class Plan:
     engines: frozenset[str]
     roots: tuple[int, ...]
     output: int
+    text_source: int = -1
+    """Index of the Decode whose generated text the Output carries unchanged, or -1: the node
+    `Runtime.stream` streams deltas from (see the text streaming contract in `accel.ir.ops`)."""
 
 
 def _base_mode(node: Node) -> Mode:
@@ -69,6 +72,7 @@ def build_plan(template: Template) -> Plan:
             mapped[i] = refs[port]
             produces[i] = node.streams
     pending = [count - (1 if mapped[i] >= 0 else 0) for i, count in enumerate(template.pred_count)]
+    output = template.index[template.output]
     return Plan(
         template=template,
         modes=tuple(modes),
@@ -78,5 +82,29 @@ def build_plan(template: Template) -> Plan:
         produces_stream=tuple(produces),
         engines=frozenset(n.engine for n in nodes if n.is_engine and n.engine),
         roots=tuple(i for i, count in enumerate(pending) if count == 0),
-        output=template.index[template.output],
+        output=output,
+        text_source=_text_source(template, modes, mapped, output),
     )
+
+
+def _text_source(template: Template, modes: list[Mode], mapped: list[int], i: int) -> int:
+    """Walk back from node i through nodes that carry their input's text unchanged to a Decode
+    that produces that text; -1 when the chain ends anywhere else."""
+    while True:
+        node = template.nodes[i]
+        if node.kind is Kind.DECODE and modes[i] is Mode.ENGINE and mapped[i] < 0:
+            return i if getattr(node.op, "streams_text", False) else -1
+        if node.is_engine:
+            return -1
+        port = getattr(node.op, "text_port", None) if node.op is not None else _passthrough_port(node)
+        sources = [(src, key) for p, src, key in template.port_refs[i] if p == port]
+        if port is None or len(sources) != 1 or sources[0][1] is not None:
+            return -1
+        i = sources[0][0]
+
+
+def _passthrough_port(node: Node) -> str | None:
+    """The port a node without an op forwards (the graph scheduler's passthrough)."""
+    if "value" in node.inputs:
+        return "value"
+    return next(iter(node.inputs)) if len(node.inputs) == 1 else None

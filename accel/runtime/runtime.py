@@ -2,6 +2,8 @@
 
     async with Runtime({"llm": llm, "embed": embedder}, policy="topology") as rt:
         answer = await rt.run(template, {"question": "..."})
+        async for item in rt.stream(template, {"question": "..."}):  # Delta..., then Final
+            ...
 
 The runtime does not own the engines' lifecycles (the stack or the caller starts and stops
 them); it owns the schedulers feeding them and every task it starts for a query.
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import weakref
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -23,6 +25,7 @@ from accel.ir.template import Template
 from accel.runtime.engine_scheduler import EngineScheduler
 from accel.runtime.graph_scheduler import QueryRun
 from accel.runtime.limits import EngineLimits
+from accel.runtime.output_stream import StreamItem, stream_query
 from accel.runtime.plan import Plan, build_plan
 from accel.runtime.policies import PolicyName, get_policy
 from accel.tracer.spans import get_tracer, query_span
@@ -99,6 +102,25 @@ class Runtime:
     async def run(self, template: Template, inputs: Mapping[str, Any], *, query_id: str | None = None, priority: int = 0) -> Any:
         """Run one query and return its Output value. Cancelling the caller cancels the query
         and its engine requests; a failing node raises its own exception here."""
+        return await self._execute(template, inputs, query_id, priority, None)
+
+    def stream(
+        self, template: Template, inputs: Mapping[str, Any], *, query_id: str | None = None, priority: int = 0
+    ) -> AsyncIterator[StreamItem]:
+        """Run one query, yielding the text `Delta`s of the Decode whose text is its output (if
+        the output is one, see `Plan.text_source`) as they are generated, then `Final(value)`.
+        Leaving early cancels the query and aborts its engine requests before returning; a
+        failing node raises its own exception from the iterator."""
+        return stream_query(lambda on_delta: self._execute(template, inputs, query_id, priority, on_delta))
+
+    async def _execute(
+        self,
+        template: Template,
+        inputs: Mapping[str, Any],
+        query_id: str | None,
+        priority: int,
+        on_delta: Callable[[str], None] | None,
+    ) -> Any:
         if self._executor is None:
             raise EngineUnavailable("runtime", "the runtime is not started", "use `async with Runtime(...)` or await start()")
         plan = self.plan(template)
@@ -108,5 +130,5 @@ class Runtime:
         with query_span(tracer, query_id, policy=self.policy, nodes=len(template)) as parent:
             # Unrecorded query (no SDK, sampled out): skip primitive spans, they cost µs each.
             node_tracer = tracer if trace.get_current_span().is_recording() else None
-            query = QueryRun(plan, instance, self.schedulers, self._executor, node_tracer, parent, priority)
+            query = QueryRun(plan, instance, self.schedulers, self._executor, node_tracer, parent, priority, on_delta)
             return await query.run()

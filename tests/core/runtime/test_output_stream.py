@@ -1,0 +1,240 @@
+"""`Runtime.stream` and `Session.stream/astream` on fake engines: the text deltas of the decode
+whose text is the output, then the value; the value alone otherwise; leaving early cancels the
+query and aborts its LLM request before the iterator returns."""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import aclosing
+from dataclasses import dataclass
+
+import pytest
+
+from accel.ir import CallOp, DecodeOp, GatherOp, GraphBuilder, Kind, PromptOp, Slot, Template
+from accel.runtime import Delta, Final
+from accel.runtime.fakes import FakeLLMEngine
+from accel.runtime.plan import build_plan
+from accel.runtime.runtime import Runtime
+from accel.session import Session
+
+WORDS = " ".join(f"w{i}" for i in range(40))
+
+
+@dataclass(frozen=True)
+class Shout:
+    """A message-like wrapper of its port's text (what a chat adapter's result op does)."""
+
+    text_port: str = "text"
+    blocking: bool = False
+
+    def compute(self, values):
+        return {"message": values["text"]}
+
+
+def decode_template(*, wrap: bool = False, split: str | None = None) -> Template:
+    b = GraphBuilder()
+    x = b.input("x")
+    prompt = b.add(Kind.PREFILL, "prompt", inputs={"x": x}, op=PromptOp(parts=("Q: ", Slot("x"))))
+    text = b.add(Kind.DECODE, "answer", engine="llm", inputs={"prompt": prompt}, op=DecodeOp(split=split))
+    if wrap:
+        text = b.add(Kind.CALL, "message", inputs={"text": text}, op=Shout())
+    b.output(text)
+    return Template.from_graph(b.build())
+
+
+def two_decodes_template() -> Template:
+    b = GraphBuilder()
+    x = b.input("x")
+    answers = {}
+    for name in ("a", "b"):
+        prompt = b.add(Kind.PREFILL, f"{name}.prompt", inputs={"x": x}, op=PromptOp(parts=(name, Slot("x"))))
+        answers[name] = b.add(Kind.DECODE, f"{name}.decode", engine="llm", inputs={"prompt": prompt}, op=DecodeOp())
+    b.output(b.add(Kind.AGGREGATE, "both", inputs=answers, op=GatherOp("list")))
+    return Template.from_graph(b.build())
+
+
+async def collect(stream):
+    async with aclosing(stream) as items:
+        return [item async for item in items]
+
+
+def test_text_source_follows_identity_plumbing_only():
+    for template in (decode_template(), decode_template(wrap=True)):
+        assert template.nodes[build_plan(template).text_source].name == "answer"
+    assert build_plan(decode_template(split="lines")).text_source == -1
+    assert build_plan(two_decodes_template()).text_source == -1
+
+
+def test_deltas_arrive_while_decoding_then_the_value(virtual):
+    template = decode_template()
+
+    async def main():
+        llm = FakeLLMEngine(token_latency=1.0, reply=lambda r: WORDS)
+        async with Runtime({"llm": llm}) as rt:
+            loop = asyncio.get_running_loop()
+            seen = []
+            async with aclosing(rt.stream(template, {"x": "q"})) as items:
+                async for item in items:
+                    seen.append((item, loop.time()))
+            return seen, await rt.run(template, {"x": "q"}), llm
+
+    seen, value, llm = virtual(main())
+    items = [item for item, _ in seen]
+    deltas = [item.text for item in items if isinstance(item, Delta)]
+    assert items[-1] == Final(WORDS) and value == WORDS
+    assert "".join(deltas) == WORDS and len(deltas) == 40
+    assert seen[0][1] == pytest.approx(1.0)  # the first word, not the whole answer (40 s)
+    assert llm.requests[0].prompt == "Q: q" and not llm.aborted
+
+
+def test_text_through_a_wrapping_op_streams_and_other_outputs_come_once(virtual):
+    async def main():
+        llm = FakeLLMEngine(token_latency=0.5, reply=lambda r: "one two three")
+        async with Runtime({"llm": llm}) as rt:
+            wrapped = await collect(rt.stream(decode_template(wrap=True), {"x": "q"}))
+            both = await collect(rt.stream(two_decodes_template(), {"x": "q"}))
+            items = await collect(rt.stream(decode_template(split="comma"), {"x": "q"}))
+            return wrapped, both, items
+
+    wrapped, both, items = virtual(main())
+    assert wrapped == [Delta("one"), Delta(" two"), Delta(" three"), Final({"message": "one two three"})]
+    assert both == [Final(["one two three", "one two three"])]
+    assert items == [Final(["one two three"])]
+
+
+def test_breaking_out_cancels_the_query_and_aborts_the_request(virtual):
+    template = decode_template()
+
+    async def main():
+        llm = FakeLLMEngine(token_latency=1.0, reply=lambda r: WORDS)
+        async with Runtime({"llm": llm}) as rt:
+            loop = asyncio.get_running_loop()
+            async with aclosing(rt.stream(template, {"x": "q"})) as items:
+                async for item in items:
+                    if item == Delta(" w2"):
+                        break
+            assert not llm.active  # aborted before the iterator returned
+            return llm, loop.time()
+
+    llm, now = virtual(main())
+    assert len(llm.aborted) == 1 and llm.stopped == llm.aborted
+    assert now < 5.0
+
+
+def test_cancelling_the_consumer_cancels_the_query(virtual):
+    template = decode_template()
+
+    async def main():
+        llm = FakeLLMEngine(token_latency=1.0, reply=lambda r: WORDS)
+        async with Runtime({"llm": llm}) as rt:
+            consumer = asyncio.create_task(collect(rt.stream(template, {"x": "q"})))
+            await asyncio.sleep(3.5)
+            consumer.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await consumer
+            return llm
+
+    llm = virtual(main())
+    assert len(llm.aborted) == 1 and not llm.active
+
+
+def test_a_failing_node_raises_its_own_error_from_the_stream(virtual):
+    boom = ZeroDivisionError("boom")
+
+    def explode(x):
+        raise boom
+
+    b = GraphBuilder()
+    x = b.input("x")
+    bad = b.add(Kind.CALL, "bad", inputs={"x": x}, op=CallOp(explode, blocking=False))
+    prompt = b.add(Kind.PREFILL, "prompt", inputs={"x": bad}, op=PromptOp(parts=(Slot("x"),)))
+    b.output(b.add(Kind.DECODE, "answer", engine="llm", inputs={"prompt": prompt}, op=DecodeOp()))
+    template = Template.from_graph(b.build())
+
+    async def main():
+        async with Runtime({"llm": FakeLLMEngine()}) as rt:
+            with pytest.raises(ZeroDivisionError) as caught:
+                await collect(rt.stream(template, {"x": "q"}))
+            return caught.value
+
+    assert virtual(main()) is boom
+
+
+# ---- the session: from threads and from other event loops ------------------------------------
+
+
+@pytest.fixture
+def session():
+    s = Session()
+    yield s
+    s.shutdown()
+
+
+def session_template(session: Session, llm: FakeLLMEngine):
+    name = session.engine("llm", id(llm), lambda: llm)
+
+    def build():
+        b = GraphBuilder()
+        x = b.input("x")
+        prompt = b.add(Kind.PREFILL, "prompt", inputs={"x": x}, op=PromptOp(parts=(Slot("x"),)))
+        b.output(b.add(Kind.DECODE, "answer", engine=name, inputs={"prompt": prompt}, op=DecodeOp()))
+        return b.build()
+
+    return session.template(("stream-test", name), build, passes=False)
+
+
+def test_session_stream_from_a_thread_and_early_close(session):
+    llm = FakeLLMEngine(token_latency=0.01, reply=lambda r: WORDS)
+    template = session_template(session, llm)
+    items = list(session.stream(template, {"x": "q"}))
+    assert items[-1] == Final(WORDS) and "".join(i.text for i in items[:-1]) == WORDS
+    stream = session.stream(template, {"x": "q"})
+    assert next(stream) == Delta("w0")
+    stream.close()
+    assert len(llm.aborted) == 1 and not llm.active  # aborted by the time close() returned
+
+
+def test_session_astream_from_another_loop_and_on_its_own_loop(session):
+    llm = FakeLLMEngine(token_latency=0.01, reply=lambda r: WORDS)
+    template = session_template(session, llm)
+
+    async def consume():
+        async with aclosing(session.astream(template, {"x": "q"})) as items:
+            out = [item async for item in items]
+        aborted = len(llm.aborted)
+        async with aclosing(session.astream(template, {"x": "q"})) as items:
+            async for _ in items:
+                break
+        assert len(llm.aborted) == aborted + 1 and not llm.active
+        return out
+
+    assert asyncio.run(consume())[-1] == Final(WORDS)
+    on_loop = asyncio.run_coroutine_threadsafe(consume(), session.loop).result()
+    assert "".join(i.text for i in on_loop[:-1]) == WORDS
+    with pytest.raises(RuntimeError, match="session loop"):
+        asyncio.run_coroutine_threadsafe(_sync_stream_on_loop(session, template), session.loop).result()
+
+
+async def _sync_stream_on_loop(session, template):
+    session.stream(template, {"x": "q"})
+
+
+def test_session_stream_cancelled_consumer_task(session):
+    llm = FakeLLMEngine(token_latency=0.05, reply=lambda r: WORDS)
+    template = session_template(session, llm)
+
+    async def main():
+        first = asyncio.Event()
+
+        async def consume():
+            async for _ in session.astream(template, {"x": "q"}):
+                first.set()
+
+        task = asyncio.create_task(consume())
+        await first.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert len(llm.aborted) == 1 and not llm.active
