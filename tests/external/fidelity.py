@@ -1,0 +1,140 @@
+"""Stock app vs `accel.wrap(app)` on the same questions: outputs and engine requests.
+
+The requests are compared at boundaries both runs share: the LLM request bodies through the
+recording proxy (transport fields dropped; accel's prefix-cache warm-ups, token-id prompts
+that stock never sends, counted apart), texts embedded (`SentenceTransformer.encode`), pairs
+scored (`CrossEncoder.predict`) and vector searches (langchain-postgres' own search and accel's
+`PgVectorEngine`), via `accel.adapters.common.recording`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from accel.adapters.common.recording import record_requests
+
+_TRANSPORT = ("stream", "stream_options", "priority", "request_id")
+
+
+@dataclass
+class Run:
+    outputs: list[Any]
+    llm: list[str]
+    warmups: int
+    embedded: list[Any]
+    searched: list[Any]
+    scored: list[Any]
+
+
+def llm_bodies(proxy: Any) -> tuple[list[str], int]:
+    """Generation request bodies (transport fields and nulls dropped), sorted, and the number
+    of prefix-cache warm-ups."""
+    bodies, warmups = [], 0
+    for request in proxy.recorder.take():
+        if request.method != "POST" or not request.path.endswith(("/chat/completions", "/completions")):
+            continue
+        body = {k: v for k, v in (request.body or {}).items() if k not in _TRANSPORT and v is not None}
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and prompt and isinstance(prompt[0], int):
+            warmups += 1
+            continue
+        if isinstance(prompt, list) and len(prompt) == 1:  # the OpenAI completions client sends a batch of one
+            body["prompt"] = prompt[0]
+        bodies.append(json.dumps(body, sort_keys=True))
+    return sorted(bodies), warmups
+
+
+def record(call: Callable[[], list[Any]], proxy: Any) -> Run:
+    """Run `call` and collect what it sent to the engines."""
+    proxy.recorder.take()
+    with record_requests() as log:
+        outputs = call()
+    llm, warmups = llm_bodies(proxy)
+    searched = sorted(log.searched, key=lambda e: repr((e[0], e[1], e[2], [round(v, 2) for v in e[3]])))
+    return Run(outputs, llm, warmups, sorted(log.embedded), searched, sorted(log.scored))
+
+
+def assert_same_requests(stock: Run, fast: Run) -> None:
+    assert fast.llm == stock.llm, (fast.llm, stock.llm)
+    assert fast.embedded == stock.embedded, (fast.embedded, stock.embedded)
+    assert len(fast.searched) == len(stock.searched), (fast.searched, stock.searched)
+    for mine, theirs in zip(fast.searched, stock.searched, strict=True):
+        assert mine[:3] == theirs[:3]
+        # batched encoding pads differently: vectors agree to float noise, not bit for bit
+        assert max(abs(a - b) for a, b in zip(mine[3], theirs[3], strict=True)) < 1e-4
+    assert fast.scored == stock.scored
+
+
+# ---- LangChain ---------------------------------------------------------------------------------
+
+
+def langchain_run(chain: Any, inputs: list[Any], proxy: Any, mode: str) -> Run:
+    """`invoke` one input at a time, or `batch` (concurrent: LangChain runs the inputs in a
+    thread pool; accel batches them on its shared engines)."""
+    if mode == "invoke":
+        return record(lambda: [chain.invoke(x) for x in inputs], proxy)
+    if mode == "batch":
+        return record(lambda: chain.batch(inputs), proxy)
+    raise ValueError(mode)
+
+
+def compare_langchain(chain: Any, fast: Any, inputs: list[Any], proxy: Any, *, output: Callable[[Any], Any] = lambda o: o) -> list[Run]:
+    """Stock and wrapped, one `invoke` at a time and with `batch`: the same outputs and the
+    same engine requests both ways. Returns the wrapped runs."""
+    runs = []
+    for mode in ("invoke", "batch"):
+        stock = langchain_run(chain, inputs, proxy, mode)
+        ours = langchain_run(fast, inputs, proxy, mode)
+        assert [output(o) for o in ours.outputs] == [output(o) for o in stock.outputs], (mode, ours.outputs, stock.outputs)
+        assert_same_requests(stock, ours)
+        runs.append(ours)
+    return runs
+
+
+# ---- LlamaIndex --------------------------------------------------------------------------------
+
+
+def assert_same_response(stock: Any, fast: Any) -> None:
+    assert type(fast) is type(stock)
+    assert fast.response == stock.response, (fast.response, stock.response)
+    assert [n.node.node_id for n in fast.source_nodes] == [n.node.node_id for n in stock.source_nodes]
+    assert [n.node.get_content() for n in fast.source_nodes] == [n.node.get_content() for n in stock.source_nodes]
+    assert [n.score for n in fast.source_nodes] == pytest.approx([n.score for n in stock.source_nodes], abs=1e-5)
+    assert fast.metadata == stock.metadata
+
+
+async def llamaindex_run(engine: Any, questions: list[str], proxy: Any, mode: str) -> Run:
+    """`query` one question at a time (in a worker thread, as a sync caller would), or all of
+    them at once through `asyncio.gather` of `aquery` on the test's event loop."""
+    proxy.recorder.take()
+    with record_requests() as log:
+        if mode == "query":
+            outputs = [await asyncio.to_thread(engine.query, q) for q in questions]
+        elif mode == "gather":
+            outputs = list(await asyncio.gather(*(engine.aquery(q) for q in questions)))
+        else:
+            raise ValueError(mode)
+    llm, warmups = llm_bodies(proxy)
+    return Run(outputs, llm, warmups, sorted(log.embedded), [], sorted(log.scored))
+
+
+async def compare_llamaindex(engine: Any, fast: Any, questions: list[str], proxy: Any) -> list[Run]:
+    """Stock and wrapped, sequentially and concurrently: the same responses (text, source
+    nodes, scores) and the same engine requests. Returns the wrapped runs."""
+    runs = []
+    for mode in ("query", "gather"):
+        stock = await llamaindex_run(engine, questions, proxy, mode)
+        ours = await llamaindex_run(fast, questions, proxy, mode)
+        assert len(ours.outputs) == len(stock.outputs) == len(questions)
+        for s, o in zip(stock.outputs, ours.outputs, strict=True):
+            assert_same_response(s, o)
+        assert stock.llm, "the stock app sent no generation request"
+        assert_same_requests(stock, ours)
+        runs.append(ours)
+    return runs
