@@ -2,15 +2,17 @@
 
 A binding is made only when accel's engine reproduces the component's own call: the same
 model, the same options, the same request. Anything else returns an `Unbound` reason and the
-component stays opaque (run as-is), so a binding never changes an answer.
+component stays opaque (run as-is), so a binding never changes an answer. Engines come from
+the factories shared with the LangChain adapter, so both frameworks on one server, model or
+database share one session engine and their requests batch together.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from accel.adapters.common.bindings import EngineSpec, embedder, libpq_dsn, openai_server, pgvector, reranker
 from accel.engines.base import SamplingParams, SearchHit, VectorQuery
 from accel.engines.embeddings import EmbedRequest
 
@@ -21,15 +23,6 @@ class Unbound:
 
     component: str
     reason: str
-
-
-@dataclass(frozen=True)
-class EngineSpec:
-    """An engine the session deduplicates by `(kind, key)`; `factory` makes it once."""
-
-    kind: str
-    key: Hashable
-    factory: Callable[[], Any] = field(compare=False)
 
 
 def _class_name(obj: Any) -> str:
@@ -74,15 +67,8 @@ def bind_llm(llm: Any) -> LLMBinding | Unbound:
         stop=(stop,) if isinstance(stop, str) else tuple(stop),
         seed=kwargs.get("seed"),
     )
-    base_url, model, api_key = str(llm.api_base).rstrip("/"), str(llm.model), llm.api_key or "EMPTY"
-
-    def factory() -> Any:
-        from accel.engines.llm.openai_client import OpenAIServerEngine
-
-        return OpenAIServerEngine(base_url, model, api_key)
-
     return LLMBinding(
-        engine=EngineSpec("llm", ("openai", base_url, model), factory),
+        engine=openai_server(str(llm.api_base), str(llm.model), llm.api_key or "EMPTY"),
         params=params,
         chat=chat,
         fill_max_tokens=chat and "max_tokens" not in kwargs,
@@ -119,15 +105,8 @@ def bind_embedding(embed_model: Any) -> EmbedBinding | Unbound:
     default_len = _default_max_seq_length(embed_model.model_name)
     if default_len is not None and model.max_seq_length != default_len:
         return Unbound(name, f"max_length={model.max_seq_length} differs from the model's own {default_len}")
-    path = embed_model.model_name
-
-    def factory() -> Any:
-        from accel.engines.embeddings import SentenceTransformerEmbedder
-
-        return SentenceTransformerEmbedder(path)
-
     prompts = model.prompts or {}
-    return EmbedBinding(EngineSpec("embed", ("st", str(path)), factory), bool(embed_model.normalize),
+    return EmbedBinding(embedder(str(embed_model.model_name)), bool(embed_model.normalize),
                         prompts.get("query") or None, prompts.get("text") or None, int(embed_model.embed_batch_size))
 
 
@@ -166,22 +145,10 @@ def bind_vector_store(store: Any, retriever: Any) -> SearchBinding | Unbound:
     hnsw = store.hnsw_kwargs or {}
     if getattr(store, "use_halfvec", False) or hnsw:
         return Unbound(name, "halfvec columns and HNSW search settings are run by the store itself")
-    dsn = _libpq_dsn(store.connection_string)
+    from sqlalchemy.engine import make_url
+
     collection = f"llamaindex:{store.schema_name}.{store.table_name}"
-
-    def factory() -> Any:
-        from accel.engines.vectordb import PgVectorEngine
-
-        return PgVectorEngine(dsn)
-
-    return SearchBinding(EngineSpec("vectordb", ("pgvector", dsn), factory), collection)
-
-
-def _libpq_dsn(sqlalchemy_url: Any) -> str:
-    """`postgresql+psycopg2://...` -> `postgresql://...` (same server, libpq spelling)."""
-    url = str(sqlalchemy_url.render_as_string(hide_password=False) if hasattr(sqlalchemy_url, "render_as_string") else sqlalchemy_url)
-    scheme, sep, rest = url.partition("://")
-    return f"{scheme.split('+', 1)[0]}{sep}{rest}"
+    return SearchBinding(pgvector(libpq_dsn(make_url(store.connection_string))), collection)
 
 
 def hits_to_result(hits: list[SearchHit]) -> Any:

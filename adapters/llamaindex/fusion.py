@@ -30,7 +30,7 @@ def is_fusion(retriever: Any) -> bool:
     return type(retriever).__name__ == "QueryFusionRetriever"
 
 
-def lower_fusion(b: GraphBuilder, retriever: Any, query: Ref, engine_name: Any, scored_nodes: Any) -> Ref | Unbound:
+def lower_fusion(b: GraphBuilder, retriever: Any, query: Ref, session: Any, scored_nodes: Any) -> Ref | Unbound:
     """Lower `retriever` if every sub-retriever is a dense VectorIndexRetriever on bound
     engines; otherwise return why not (the caller keeps it opaque)."""
     from llama_index.core.indices.vector_store.retrievers.retriever import VectorIndexRetriever
@@ -44,14 +44,14 @@ def lower_fusion(b: GraphBuilder, retriever: Any, query: Ref, engine_name: Any, 
             if isinstance(binding, Unbound):
                 return Unbound("QueryFusionRetriever", f"sub-retriever: {binding.component}: {binding.reason}")
         bound.append((sub, embed, search))
-    queries, streamed = _expand(b, retriever, query, engine_name)
+    queries, streamed = _expand(b, retriever, query, session)
     hits: dict[str, Ref] = {}
     for i, (sub, embed, search) in enumerate(bound):
         s = b.scope(f"r{i}")
-        vectors = s.add(Kind.EMBED, "embed", engine=engine_name(embed.engine), inputs={"queries": queries},
+        vectors = s.add(Kind.EMBED, "embed", engine=embed.engine.bind(session), inputs={"queries": queries},
                         op=ItemsOp("queries", request=lambda text, _v, embed=embed: embed.query_request(text)))
         k = sub._similarity_top_k
-        hits[f"r{i}"] = s.add(Kind.SEARCH, "search", engine=engine_name(search.engine), inputs={"vectors": vectors},
+        hits[f"r{i}"] = s.add(Kind.SEARCH, "search", engine=search.engine.bind(session), inputs={"vectors": vectors},
                               op=ItemsOp("vectors", request=lambda vector, _v, search=search, k=k: search.request(vector, k)))
     subs = [sub for sub, _, _ in bound]
 
@@ -68,7 +68,7 @@ def lower_fusion(b: GraphBuilder, retriever: Any, query: Ref, engine_name: Any, 
     return fused
 
 
-def _expand(b: GraphBuilder, retriever: Any, query: Ref, engine_name: Any) -> tuple[Ref, bool]:
+def _expand(b: GraphBuilder, retriever: Any, query: Ref, session: Any) -> tuple[Ref, bool]:
     """The query list: a streamed decode when the retriever's LLM is bound, else its own call."""
     llm = bind_llm(retriever._llm) if retriever.num_queries > 1 else None
     if llm is None or isinstance(llm, Unbound) or llm.fill_max_tokens:
@@ -76,7 +76,7 @@ def _expand(b: GraphBuilder, retriever: Any, query: Ref, engine_name: Any) -> tu
     prompt = b.add(Kind.CALL, "expand.prompt", inputs={"query": query},
                    op=CallOp(lambda query: query_prompt(retriever, query, llm.chat), blocking=False))
     op = QueryLinesOp(llm.params, retriever.num_queries - 1)
-    return b.add(Kind.PARTIAL_DECODE, "expand", engine=engine_name(llm.engine), inputs={"prompt": prompt, "query": query},
+    return b.add(Kind.PARTIAL_DECODE, "expand", engine=llm.engine.bind(session), inputs={"prompt": prompt, "query": query},
                  attrs={"streams": True, "params": llm.params}, op=op), True
 
 

@@ -25,7 +25,7 @@ import llama_index.core.instrumentation as instrument
 
 from accel.passes import PassContext
 
-from .bindings import EngineSpec, Unbound
+from .bindings import Unbound
 from .ingestion import IngestPlan, build_ingest_graph, micro_batch_size, plan_ingestion, stage_nodes
 
 dispatcher = instrument.get_dispatcher(__name__)
@@ -42,20 +42,17 @@ class _Lowered:
         self._wrap_id = next(_wrap_ids)
         self._templates: dict[Any, Any] = {}
 
-    def _engine_name(self, spec: EngineSpec) -> str:
-        return self._session.engine(spec.kind, spec.key, spec.factory)
-
     def _template(self, key: Any, plan: IngestPlan) -> Any:
         found = self._templates.get(key)
         if found is None:
-            embed_name = self._engine_name(plan.binding.engine)
+            embed_name = plan.binding.engine.bind(self._session)
             size = micro_batch_size(self._session.get_engine(embed_name), plan.binding)
 
             def run_prefix(documents: list[Any], options: dict[str, Any]) -> Any:
                 return stage_nodes(documents, plan, options["cache"], options["collection"], options["kwargs"])
 
             def build() -> Any:
-                return build_ingest_graph(plan, self._engine_name, size, run_prefix)
+                return build_ingest_graph(plan, self._session, size, run_prefix)
 
             found = self._session.template(("llamaindex-ingest", self._wrap_id, key), build, context=PassContext())
             self._templates[key] = found

@@ -19,13 +19,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from accel.ir import CallOp, GraphBuilder, ItemsOp, Kind, Ref
+from accel.adapters.common.bindings import EngineSpec
+from accel.ir import CallOp, GraphBuilder, ItemsOp, Kind
 from accel.passes.streams import flatten_readers
 
-from .bindings import EmbedBinding, EngineSpec, Unbound, bind_embedding
+from .bindings import EmbedBinding, Unbound, bind_embedding
 from .writer import VectorStoreWriter, raise_failures
 
-EngineName = Callable[[EngineSpec], str]
 PASS_NAME = "llamaindex_ingest"
 
 
@@ -70,7 +70,7 @@ def micro_batch_size(engine: Any, binding: EmbedBinding) -> int:
     return int(limits.get(f"{name}/chunk") or limits.get(name) or binding.batch_size)
 
 
-def build_ingest_graph(plan: IngestPlan, engine_name: EngineName, micro_batch: int,
+def build_ingest_graph(plan: IngestPlan, session: Any, micro_batch: int,
                        run_prefix: Callable[..., Any]) -> Any:
     """The p-graph of one ingestion; `run_prefix(documents=..., options=...)` runs the opaque
     transformations and returns the nodes to embed (and the transformation cache state)."""
@@ -79,7 +79,7 @@ def build_ingest_graph(plan: IngestPlan, engine_name: EngineName, micro_batch: i
     staged = b.add(Kind.CALL, "transform", inputs={"documents": documents, "options": options}, op=CallOp(run_prefix))
     texts = b.add(Kind.CALL, "texts", inputs={"staged": staged}, op=CallOp(_texts, blocking=False))
     binding = plan.binding
-    embed = b.add(Kind.EMBED, "embed", engine=engine_name(binding.engine), inputs={"texts": texts},
+    embed = b.add(Kind.EMBED, "embed", engine=binding.engine.bind(session), inputs={"texts": texts},
                   attrs={"micro_batch": micro_batch, "batch_port": "texts", "streams": True},
                   op=ItemsOp("texts", request=lambda text, _values: binding.text_request(text)))
     attach = _Attach(plan.embed_model, binding.batch_size)
@@ -88,7 +88,7 @@ def build_ingest_graph(plan: IngestPlan, engine_name: EngineName, micro_batch: i
         store = plan.store
         spec = EngineSpec("ingest", ("llamaindex-store", id(store)), lambda: VectorStoreWriter(store))
         lists = b.add(Kind.CALL, "rows", inputs={"nodes": nodes}, op=CallOp(_with_embeddings, blocking=False))
-        written = b.add(Kind.INGEST, "ingest", engine=engine_name(spec), inputs={"lists": lists},
+        written = b.add(Kind.INGEST, "ingest", engine=spec.bind(session), inputs={"lists": lists},
                         op=ItemsOp("lists", result=lambda _values, results: raise_failures(results), elementwise=False))
         nodes = b.add(Kind.CALL, "done", inputs={"nodes": nodes, "written": written},
                       op=CallOp(lambda nodes, written: nodes, blocking=False))

@@ -24,7 +24,7 @@ from accel.passes import PassContext
 
 from accel.engines.errors import PromptTooLong
 
-from .bindings import EngineSpec, Unbound, bind_llm
+from .bindings import Unbound, bind_llm
 from .errors import stock_error
 from .prompts import PlanMismatch
 from .retrieval import RetrievalPlan, plan_retrieval
@@ -55,9 +55,6 @@ class WrappedQueryEngine(BaseQueryEngine):
 
     # ---- planning -----------------------------------------------------------------------------
 
-    def _engine_name(self, spec: EngineSpec) -> str:
-        return self._session.engine(spec.kind, spec.key, spec.factory)
-
     def _plan_synthesis(self, synth: Any) -> tuple[SynthesisPlan | None, Unbound | None]:
         reason = check_synthesizer(synth)
         if reason is not None:
@@ -65,7 +62,7 @@ class WrappedQueryEngine(BaseQueryEngine):
         binding = bind_llm(synth._llm)
         if isinstance(binding, Unbound):
             return None, binding
-        name = self._engine_name(binding.engine)
+        name = binding.engine.bind(self._session)
         return SynthesisPlan(synth, synth._llm, binding, name, lambda: self._session.get_engine(name)), None
 
     def _pass_context(self) -> PassContext:
@@ -86,7 +83,7 @@ class WrappedQueryEngine(BaseQueryEngine):
             self._retrieval.lowered.clear()
             self._retrieval.opaque.clear()
             b = GraphBuilder()
-            b.output(self._retrieval.build(b, self._engine_name))
+            b.output(self._retrieval.build(b, self._session))
             return b.build()
 
         return self._template(("retrieve",), build)

@@ -9,40 +9,30 @@ postprocessors) is its own code, called unchanged, so the nodes and scores are t
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from accel.ir import CallOp, GraphBuilder, ItemsOp, Kind, Ref
 
-from .bindings import (
-    EngineSpec,
-    Unbound,
-    bind_embedding,
-    bind_reranker,
-    bind_vector_store,
-    hits_to_result,
-)
+from .bindings import Unbound, bind_embedding, bind_reranker, bind_vector_store, hits_to_result
 from .fusion import is_fusion, lower_fusion
 from .prompts import QUERY_PORT
-
-EngineName = Callable[[EngineSpec], str]
 
 
 @dataclass
 class RetrievalPlan:
-    """What was recognised; `build(builder, engine_name)` lowers it into a graph."""
+    """What was recognised; `build(builder, session)` lowers it into a graph."""
 
     retriever: Any
     postprocessors: list[Any]
     lowered: list[str] = field(default_factory=list)
     opaque: list[Unbound] = field(default_factory=list)
 
-    def build(self, b: GraphBuilder, engine_name: EngineName) -> Ref:
+    def build(self, b: GraphBuilder, session: Any) -> Ref:
         query = b.input(QUERY_PORT)
-        nodes = _lower_retriever(self, b, query, engine_name)
+        nodes = _lower_retriever(self, b, query, session)
         for i, postprocessor in enumerate(self.postprocessors):
-            nodes = _lower_postprocessor(self, b.scope(f"post{i}"), postprocessor, query, nodes, engine_name)
+            nodes = _lower_postprocessor(self, b.scope(f"post{i}"), postprocessor, query, nodes, session)
         return nodes
 
 
@@ -56,10 +46,10 @@ def _is_vector_retriever(retriever: Any) -> bool:
     return type(retriever) is VectorIndexRetriever
 
 
-def _lower_retriever(plan: RetrievalPlan, b: GraphBuilder, query: Ref, engine_name: EngineName) -> Ref:
+def _lower_retriever(plan: RetrievalPlan, b: GraphBuilder, query: Ref, session: Any) -> Ref:
     retriever = plan.retriever
     if is_fusion(retriever):
-        fused = lower_fusion(b, retriever, query, engine_name, _scored_nodes)
+        fused = lower_fusion(b, retriever, query, session, _scored_nodes)
         if not isinstance(fused, Unbound):
             mode = getattr(retriever.mode, "value", retriever.mode)
             streamed = any(node.kind is Kind.PARTIAL_DECODE for node in b.graph.nodes())
@@ -72,7 +62,7 @@ def _lower_retriever(plan: RetrievalPlan, b: GraphBuilder, query: Ref, engine_na
     if not _is_vector_retriever(retriever) or not retriever._needs_embedding():
         plan.opaque.append(Unbound(type(retriever).__name__, "not a dense VectorIndexRetriever: retrieve() runs as-is"))
         return b.add(Kind.CALL, "retrieve", inputs={"query": query}, op=CallOp(lambda query: retriever.retrieve(_bundle(query))))
-    vectors = _lower_embed(plan, b, query, engine_name)
+    vectors = _lower_embed(plan, b, query, session)
     k = retriever._similarity_top_k
     search = bind_vector_store(retriever._vector_store, retriever)
     if isinstance(search, Unbound):
@@ -80,12 +70,12 @@ def _lower_retriever(plan: RetrievalPlan, b: GraphBuilder, query: Ref, engine_na
         return b.add(Kind.CALL, "search", inputs={"query": query, "vectors": vectors},
                      op=CallOp(lambda query, vectors: retriever._get_nodes_with_embeddings(_bundle(query, vectors[0]))))
     plan.lowered.append(f"PGVectorStore search (k={k}) -> Search on {search.collection}")
-    hits = b.add(Kind.SEARCH, "search", engine=engine_name(search.engine), inputs={"vectors": vectors},
+    hits = b.add(Kind.SEARCH, "search", engine=search.engine.bind(session), inputs={"vectors": vectors},
                  op=ItemsOp("vectors", request=lambda vector, _values: search.request(vector, k)))
     return b.add(Kind.CALL, "nodes", inputs={"hits": hits}, op=CallOp(lambda hits: _scored_nodes(retriever, hits[0])))
 
 
-def _lower_embed(plan: RetrievalPlan, b: GraphBuilder, query: Ref, engine_name: EngineName) -> Ref:
+def _lower_embed(plan: RetrievalPlan, b: GraphBuilder, query: Ref, session: Any) -> Ref:
     embed_model = plan.retriever._embed_model
     binding = bind_embedding(embed_model)
     if isinstance(binding, Unbound):
@@ -94,12 +84,12 @@ def _lower_embed(plan: RetrievalPlan, b: GraphBuilder, query: Ref, engine_name: 
                      op=CallOp(lambda query: [embed_model.get_agg_embedding_from_queries([query])]))
     plan.lowered.append(f"{type(embed_model).__name__} -> Embed")
     texts = b.add(Kind.CALL, "texts", inputs={"query": query}, op=CallOp(lambda query: [query], blocking=False))
-    return b.add(Kind.EMBED, "embed", engine=engine_name(binding.engine), inputs={"texts": texts},
+    return b.add(Kind.EMBED, "embed", engine=binding.engine.bind(session), inputs={"texts": texts},
                  op=ItemsOp("texts", request=lambda text, _values: binding.query_request(text)))
 
 
 def _lower_postprocessor(plan: RetrievalPlan, b: GraphBuilder, postprocessor: Any, query: Ref, nodes: Ref,
-                         engine_name: EngineName) -> Ref:
+                         session: Any) -> Ref:
     binding = bind_reranker(postprocessor)
     if isinstance(binding, Unbound):
         if type(postprocessor).__name__ != "SimilarityPostprocessor":
@@ -110,7 +100,7 @@ def _lower_postprocessor(plan: RetrievalPlan, b: GraphBuilder, postprocessor: An
                      op=CallOp(lambda query, nodes: postprocessor.postprocess_nodes(nodes, query_bundle=_bundle(query))))
     plan.lowered.append(f"SentenceTransformerRerank(top_n={binding.top_n}) -> Rerank")
     pairs = b.add(Kind.CALL, "pairs", inputs={"query": query, "nodes": nodes}, op=CallOp(_rerank_pairs, blocking=False))
-    scores = b.add(Kind.RERANK, "rerank", engine=engine_name(binding.engine), inputs={"pairs": pairs}, op=ItemsOp("pairs"))
+    scores = b.add(Kind.RERANK, "rerank", engine=binding.engine.bind(session), inputs={"pairs": pairs}, op=ItemsOp("pairs"))
     return b.add(Kind.CALL, "top_n", inputs={"nodes": nodes, "scores": scores},
                  op=CallOp(lambda nodes, scores: _apply_scores(nodes, scores, binding.top_n, binding.keep_retrieval_score),
                            blocking=False))
