@@ -5,13 +5,22 @@ everything as-is."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
 
 import accel
 
-from .apps import lc_rag_builtin_chains, lc_rag_custom_prompt, lc_rag_tutorial
+from .apps import (
+    lc_cross_encoder_reranker,
+    lc_multi_query,
+    lc_multi_query_custom_prompt,
+    lc_pgvector,
+    lc_rag_builtin_chains,
+    lc_rag_custom_prompt,
+    lc_rag_tutorial,
+)
 from .fidelity import compare_langchain
 
 pytestmark = [pytest.mark.engines, pytest.mark.slow]
@@ -65,3 +74,80 @@ def test_rag_tutorial_builtin_chains(tutorial_store, chat, llm_proxy, questions)
     inputs = [{"input": q} for q in questions]
     runs = compare_langchain(chain, fast, inputs, llm_proxy)
     assert all(set(o) == {"input", "context", "answer"} for o in runs[0].outputs)
+
+
+@pytest.fixture(scope="module")
+def multi_query_db(pydoc_files, pg_dsn, minilm_path):
+    return lc_multi_query.vector_db(pydoc_files, sqlalchemy_url(pg_dsn), collection(), minilm_path)
+
+
+def test_multi_query_retriever_simple_usage(multi_query_db, base_url, model_name, llm_proxy, questions) -> None:
+    retriever = lc_multi_query.build(multi_query_db, base_url, model_name)
+    fast = accel.wrap(retriever)
+    lowered(fast.explain(), "generated queries -> Embed + Search", "Decode on")
+    runs = compare_langchain(retriever, fast, questions, llm_proxy)
+    assert len(runs[0].llm) == len(questions) and runs[0].searched
+
+
+def test_multi_query_retriever_own_prompt_and_parser(multi_query_db, base_url, model_name, llm_proxy, questions) -> None:
+    retriever = lc_multi_query_custom_prompt.build(multi_query_db, base_url, model_name)
+    fast = accel.wrap(retriever)
+    lowered(fast.explain(), "generated queries -> Embed + Search", "Decode on")
+    runs = compare_langchain(retriever, fast, questions, llm_proxy)
+    assert len(runs[0].llm) == len(questions)
+
+
+def test_cross_encoder_reranker(pydoc_files, pg_dsn, minilm_path, reranker_dir, llm_proxy, questions) -> None:
+    base = lc_cross_encoder_reranker.base_retriever(pydoc_files, sqlalchemy_url(pg_dsn), collection(), minilm_path)
+    retriever = lc_cross_encoder_reranker.build(base, reranker_dir)
+    fast = accel.wrap(retriever)
+    lowered(fast.explain(), "Embed + Search", "Rerank top_n=3")
+    runs = compare_langchain(retriever, fast, questions, llm_proxy)
+    assert all(len(docs) == 3 for docs in runs[0].outputs)
+    assert len(runs[0].scored) == 20 * len(questions)
+
+
+PGVECTOR_QUERIES = ["kitty", "ducks", "cats"]  # the page's own queries
+
+
+@pytest.fixture(scope="module")
+def pgvector_store(pg_dsn, minilm_path):
+    return lc_pgvector.vector_store(sqlalchemy_url(pg_dsn), collection(), minilm_path)
+
+
+@pytest.mark.parametrize("name", sorted(lc_pgvector.FILTERS))
+def test_pgvector_filtered_search(pgvector_store, llm_proxy, name) -> None:
+    retriever = lc_pgvector.filtered_retriever(pgvector_store, name)
+    fast = accel.wrap(retriever)
+    lowered(fast.explain(), "Embed + Search")
+    runs = compare_langchain(retriever, fast, PGVECTOR_QUERIES, llm_proxy)
+    ids = {doc.metadata["id"] for docs in runs[0].outputs for doc in docs}
+    assert ids and ids <= {1, 2, 5, 9}
+    assert all(q[2] == lc_pgvector.FILTERS[name] for q in runs[0].searched)
+
+
+def test_pgvector_mmr_retriever_runs_as_is(pgvector_store, llm_proxy) -> None:
+    retriever = lc_pgvector.mmr_retriever(pgvector_store)
+    fast = accel.wrap(retriever)
+    explained = fast.explain()
+    assert "[opaque ] VectorStoreRetriever: search_type='mmr'" in explained, explained
+    runs = compare_langchain(retriever, fast, PGVECTOR_QUERIES, llm_proxy)
+    assert all(len(docs) == 1 for docs in runs[0].outputs)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "accel bug: a PGVector store built as the docs build it (sync `connection` string, no "
+    "async_mode) cannot serve LangChain's async entry points: stock `ainvoke`/`abatch` raise "
+    "AssertionError('_async_engine not found' / 'must be called with async_mode'), while the "
+    "wrapped retriever answers them from accel's own pgvector engine. Wrapped must fail as stock does"))
+def test_pgvector_sync_store_async_entry_points_fail_as_stock(pgvector_store) -> None:
+    retriever = lc_pgvector.filtered_retriever(pgvector_store, "in")
+    with pytest.raises(AssertionError):
+        asyncio.run(retriever.ainvoke("kitty"))
+    with pytest.raises(AssertionError):
+        asyncio.run(retriever.abatch(PGVECTOR_QUERIES))
+    fast = accel.wrap(retriever)
+    with pytest.raises(AssertionError):
+        asyncio.run(fast.ainvoke("kitty"))
+    with pytest.raises(AssertionError):
+        asyncio.run(fast.abatch(PGVECTOR_QUERIES))
