@@ -66,6 +66,9 @@ def bind_llm(llm: Any) -> LLMBinding | Unbound:
         top_p=float(kwargs.get("top_p", 1.0)),
         stop=(stop,) if isinstance(stop, str) else tuple(stop),
         seed=kwargs.get("seed"),
+        # a client that sends no top_p leaves it to the server (the model's generation config):
+        # accel sends null, which vLLM reads as absent, instead of overriding it with 1.0
+        extra={} if "top_p" in kwargs else {"top_p": None},
     )
     return LLMBinding(
         engine=openai_server(str(llm.api_base), str(llm.model), llm.api_key or "EMPTY"),
