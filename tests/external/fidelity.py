@@ -60,8 +60,19 @@ def record(call: Callable[[], list[Any]], proxy: Any) -> Run:
     return Run(outputs, llm, warmups, sorted(log.embedded), searched, sorted(log.scored))
 
 
+def _first_difference(mine: list[str], theirs: list[str]) -> str:
+    import difflib
+
+    if len(mine) != len(theirs):
+        return f"{len(mine)} requests vs stock's {len(theirs)}"
+    for a, b in zip(mine, theirs, strict=True):
+        if a != b:
+            return "\n".join(difflib.unified_diff(b.split(", "), a.split(", "), "stock", "wrapped", lineterm="", n=1))
+    return ""
+
+
 def assert_same_requests(stock: Run, fast: Run) -> None:
-    assert fast.llm == stock.llm, (fast.llm, stock.llm)
+    assert fast.llm == stock.llm, _first_difference(fast.llm, stock.llm)
     assert fast.embedded == stock.embedded, (fast.embedded, stock.embedded)
     assert len(fast.searched) == len(stock.searched), (fast.searched, stock.searched)
     for mine, theirs in zip(fast.searched, stock.searched, strict=True):
