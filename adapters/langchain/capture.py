@@ -209,7 +209,7 @@ class Capture:
         decode = self.add(Kind.DECODE, "decode", engine=engine, inputs={"prompt": prompt}, attrs=attrs, op=op)
         self.note(model, True, f"Decode on {engine}" + (f", output parsed as {split}" if split else ""))
         if op.result == "generation":
-            shape = ChatResult(binding.model_name, text=split == "str")
+            shape = ChatResult(binding.model_name, text=split == "str", stream_usage=binding.streams_usage)
             return self.add(Kind.CALL, "message", inputs={"generation": decode}, op=shape)
         return decode
 

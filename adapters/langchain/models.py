@@ -35,6 +35,11 @@ class ModelBinding:
         """The messages the stock chat model sends for input `value` (its own conversion)."""
         return self.model._get_request_payload(value, **self.kwargs)["messages"]
 
+    @property
+    def streams_usage(self) -> bool:
+        """Whether the stock chat model's `stream` ends with a usage chunk."""
+        return bool(self.model._should_stream_usage(**self.kwargs))
+
     def prompt_text(self, value: Any) -> str:
         """The prompt text the stock LLM sends for input `value`."""
         return self.model._convert_input(value).to_string()

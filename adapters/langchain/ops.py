@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from accel.engines.base import Generation, SamplingParams, SearchHit, VectorQuery
 from accel.engines.embeddings import EmbedRequest
@@ -142,7 +142,10 @@ class ChatResult:
 
     model_name: str
     text: bool = False
+    stream_usage: bool = False
+    """Whether the stock model's `stream` reports usage (its `stream_usage` setting)."""
     blocking: bool = False
+    text_port: ClassVar[str] = "generation"  # the message carries the generated text as is
 
     def compute(self, values: dict[str, Any]) -> Any:
         from langchain_core.messages import AIMessage
@@ -156,6 +159,23 @@ class ChatResult:
         metadata = {"model_name": self.model_name, "finish_reason": generation.finish_reason, "model_provider": "openai"}
         message = AIMessage(content=generation.text, response_metadata=metadata, usage_metadata=usage)
         return message.text if self.text else message
+
+    def chunk(self, delta: str) -> Any:
+        """One streamed piece as the stock model streams it: an `AIMessageChunk`, or its
+        `.text` once StrOutputParser has parsed it."""
+        from langchain_core.messages import AIMessageChunk
+
+        chunk = AIMessageChunk(content=delta, response_metadata={"model_provider": "openai"})
+        return chunk.text if self.text else chunk
+
+    def last_chunk(self, message: Any, rest: str) -> Any:
+        """The closing `AIMessageChunk`: the text not streamed yet (normally none), the finish
+        metadata, and the usage when the stock model would stream it."""
+        from langchain_core.messages import AIMessageChunk
+
+        usage = message.usage_metadata if self.stream_usage else None
+        return AIMessageChunk(content=rest, response_metadata=dict(message.response_metadata), usage_metadata=usage,
+                              chunk_position="last")
 
 
 def sampling_params(payload: dict[str, Any]) -> SamplingParams:

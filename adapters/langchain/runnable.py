@@ -1,18 +1,21 @@
 """`WrappedRunnable`: the accelerated chain, usable wherever the original Runnable was.
 
 `invoke`/`ainvoke` run the captured template on the shared session under a callback run named
-like the original (so the user's callbacks see the chain's start/end/error); `batch`,
-`abatch`, `stream`, `astream`, `with_config` and `|` come from `Runnable` on top of them, and
-concurrent calls batch together on the session's engines.
+like the original (so the user's callbacks see the chain's start/end/error); `stream`/`astream`
+do the same through `Runnable`'s stream machinery, yielding the final decode's tokens as the
+stock chain's chunks (`streaming.Chunks`); `batch`, `abatch`, `with_config` and `|` come from
+`Runnable` on top of them, and concurrent calls batch together on the session's engines.
 
 An engine failure (an `EngineError`: unreachable server, prompt too long, ...) re-runs the
-query on the original chain, so the caller gets the stock result or the stock exception type.
+query on the original chain, so the caller gets the stock result or the stock exception type;
+a stream falls back only while it has yielded nothing (after that, the error is raised).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from contextlib import aclosing, closing
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -21,6 +24,7 @@ from langchain_core.runnables.config import patch_config
 from accel.adapters.common.bypass import stock_call
 from accel.adapters.common.explain import explain_text
 from accel.adapters.langchain.capture import Capture, Opaque, Step
+from accel.adapters.langchain.streaming import Chunks, chat_result
 from accel.engines.errors import EngineError
 
 
@@ -38,6 +42,7 @@ class WrappedRunnable(Runnable[Any, Any]):
         self._steps, graph, context = _capture(original, self._session)
         self._template = self._session.template(("langchain", next(_wrap_ids)), lambda: graph, context=context,
                                                 disabled_passes=tuple(disabled_passes))
+        self._chat_result = chat_result(self._template)
 
     # ---- schema: as the original --------------------------------------------------------
 
@@ -83,6 +88,53 @@ class WrappedRunnable(Runnable[Any, Any]):
             with stock_call():
                 return await self.original.ainvoke(input, child)
 
+    def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[Any]:
+        yield from self._transform_stream_with_config(iter([input]), self._stream, config, **kwargs)
+
+    async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
+        async def one() -> AsyncIterator[Any]:
+            yield input
+
+        # closed explicitly: leaving early must cancel the query now, not when the GC gets to it
+        async with aclosing(self._atransform_stream_with_config(one(), self._astream, config, **kwargs)) as chunks:
+            async for chunk in chunks:
+                yield chunk
+
+    def _stream(self, inputs: Iterator[Any], run_manager: Any, config: RunnableConfig) -> Iterator[Any]:
+        input = next(inputs)
+        child = patch_config(config, callbacks=run_manager.get_child())
+        chunks, started = Chunks(self._chat_result), False
+        try:
+            with closing(self._session.stream(self._template, {"input": input, "config": child})) as items:
+                for item in items:
+                    for chunk in chunks.feed(item):
+                        started = True
+                        yield chunk
+        except EngineError:
+            if started or not self.fallback:
+                raise
+            stock = self.original.stream(input, child)
+            with closing(stock):
+                while (chunk := _stock_next(stock)) is not _END:
+                    yield chunk
+
+    async def _astream(self, inputs: AsyncIterator[Any], run_manager: Any, config: RunnableConfig) -> AsyncIterator[Any]:
+        input = await anext(inputs)
+        child = patch_config(config, callbacks=run_manager.get_child())
+        chunks, started = Chunks(self._chat_result), False
+        try:
+            async with aclosing(self._session.astream(self._template, {"input": input, "config": child})) as items:
+                async for item in items:
+                    for chunk in chunks.feed(item):
+                        started = True
+                        yield chunk
+        except EngineError:
+            if started or not self.fallback:
+                raise
+            async with aclosing(self.original.astream(input, child)) as stock:
+                while (chunk := await _stock_anext(stock)) is not _END:
+                    yield chunk
+
     # ---- introspection ------------------------------------------------------------------
 
     def explain(self) -> str:
@@ -95,6 +147,21 @@ class WrappedRunnable(Runnable[Any, Any]):
 
     def __repr__(self) -> str:
         return f"accel.wrap({self.original!r})"
+
+
+_END = object()
+
+
+def _stock_next(stream: Iterator[Any]) -> Any:
+    """One step of the original chain's stream marked as a stock call (patched entry points
+    inside stay stock); the mark is not held across the yield, where the consumer runs."""
+    with stock_call():
+        return next(stream, _END)
+
+
+async def _stock_anext(stream: AsyncIterator[Any]) -> Any:
+    with stock_call():
+        return await anext(stream, _END)
 
 
 def _capture(original: Runnable, session: Any) -> tuple[list[Step], Any, Any]:

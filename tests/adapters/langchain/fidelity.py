@@ -46,6 +46,8 @@ def run(chain: Any, inputs: list[Any], proxy, *, mode: str = "invoke") -> Run:
     with record_requests() as log:
         if mode == "invoke":
             outputs = [chain.invoke(x) for x in inputs]
+        elif mode == "stream":
+            outputs = [list(chain.stream(x)) for x in inputs]
         else:
             outputs = chain.batch(inputs)
     llm, warmups = llm_bodies(proxy)

@@ -1,0 +1,40 @@
+"""Stream chunks shaped as stock LangChain streams the same chain.
+
+Stock `stream` of a chain ending in `ChatOpenAI` yields `AIMessageChunk`s (content deltas, then
+a last chunk with the finish metadata and, when the model streams usage, the usage); with
+`StrOutputParser()` after it, the chunks' `.text`; a completion LLM yields `str` deltas. The
+runtime's `Delta`s become those chunks. A chain whose output is not a decode's text gets its
+value once, as stock does for a final lambda returning a string.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from accel.adapters.langchain.ops import ChatResult
+from accel.runtime.output_stream import Delta, StreamItem
+
+
+class Chunks:
+    """One stream's shaper: `feed(item)` returns the chunks to yield for a runtime item."""
+
+    def __init__(self, chat: ChatResult | None) -> None:
+        self._chat = chat
+        self._streamed: list[str] = []
+
+    def feed(self, item: StreamItem) -> list[Any]:
+        chat = self._chat
+        if isinstance(item, Delta):
+            self._streamed.append(item.text)
+            return [item.text if chat is None else chat.chunk(item.text)]
+        if chat is not None and not chat.text:
+            rest = item.value.content[len("".join(self._streamed)):]
+            return [chat.last_chunk(item.value, rest)]
+        return [] if self._streamed else [item.value]
+
+
+def chat_result(template: Any) -> ChatResult | None:
+    """The chat-model result op feeding the template's Output, if the chain ends in one."""
+    graph = template.graph
+    source = graph.node(graph.output.inputs["value"].node)
+    return source.op if isinstance(source.op, ChatResult) else None

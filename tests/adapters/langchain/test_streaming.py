@@ -1,0 +1,218 @@
+"""`stream` / `astream` of a wrapped chain on the real engines: the final decode's tokens arrive
+as the stock chain's chunks (same types, same concatenation as stock's stream and invoke, same
+engine requests); user callbacks see the run; errors fall back or raise as `invoke` does;
+leaving the stream early aborts the request."""
+
+from __future__ import annotations
+
+import functools
+import operator
+import re
+import time
+from contextlib import aclosing
+
+import httpx
+import pytest
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import AIMessageChunk
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
+from langchain_core.runnables import RunnableLambda, RunnablePassthrough
+
+import accel
+from accel.engines.errors import EngineDied
+from accel.ir import Kind
+from accel.runtime import Delta
+
+from .conftest import TINY
+from .fidelity import assert_same, run
+
+pytestmark = [pytest.mark.engines, pytest.mark.slow]
+
+PROMPT = ChatPromptTemplate.from_messages([("system", "Context:\n{context}"), ("human", "{question}")])
+QUESTION = {"context": "The json module encodes and decodes JSON.", "question": "How do I decode JSON?"}
+
+
+def join(chunks):
+    """Stock's own concatenation of a stream (what callbacks report as the output)."""
+    return functools.reduce(operator.add, chunks)
+
+
+def format_docs(docs) -> str:
+    return "\n\n".join(d.page_content for d in docs)
+
+
+def assert_token_stream(stock_chunks: list, fast_chunks: list) -> None:
+    assert len(fast_chunks) > 1  # tokens, not the whole answer in one chunk
+    assert {type(c) for c in fast_chunks} == {type(c) for c in stock_chunks}
+
+
+def test_rag_chain_with_str_parser_streams_text_tokens(vectorstore, chat_model, llm_proxy, questions) -> None:
+    retriever = vectorstore.as_retriever(search_kwargs={"k": 2})
+    chain = {"context": retriever | format_docs, "question": RunnablePassthrough()} | PROMPT | chat_model | StrOutputParser()
+    stock_run = run(chain, questions[:2], llm_proxy, mode="stream")
+    fast_run = run(accel.wrap(chain), questions[:2], llm_proxy, mode="stream")
+    assert_same(stock_run, fast_run, output=join)
+    assert [join(c) for c in fast_run.outputs] == [chain.invoke(q) for q in questions[:2]]
+    for stock_chunks, fast_chunks in zip(stock_run.outputs, fast_run.outputs, strict=True):
+        assert_token_stream(stock_chunks, fast_chunks)
+
+
+@pytest.mark.parametrize("stream_usage", [False, True])
+def test_chain_ending_in_the_chat_model_streams_message_chunks(llm_proxy, stream_usage) -> None:
+    from langchain_openai import ChatOpenAI
+
+    model = ChatOpenAI(base_url=llm_proxy.url + "/v1", api_key="EMPTY", model=TINY, temperature=0, max_tokens=12,
+                       stream_usage=stream_usage)
+    chain = PROMPT | model
+    stock_run = run(chain, [QUESTION], llm_proxy, mode="stream")
+    fast_run = run(accel.wrap(chain), [QUESTION], llm_proxy, mode="stream")
+    assert_same(stock_run, fast_run, output=lambda chunks: join(chunks).content)
+    [stock_chunks], [fast_chunks] = stock_run.outputs, fast_run.outputs
+    assert_token_stream(stock_chunks, fast_chunks)
+    assert {type(c) for c in fast_chunks} == {AIMessageChunk}
+    stock, fast = join(stock_chunks), join(fast_chunks)
+    assert fast.content == chain.invoke(QUESTION).content
+    assert fast.chunk_position == stock.chunk_position == "last"
+    for key in ("finish_reason", "model_name", "model_provider"):
+        assert fast.response_metadata[key] == stock.response_metadata[key]
+    counts = ("input_tokens", "output_tokens", "total_tokens")
+    if stream_usage:
+        assert {k: fast.usage_metadata[k] for k in counts} == {k: stock.usage_metadata[k] for k in counts}
+    else:
+        assert fast.usage_metadata is stock.usage_metadata is None
+
+
+def test_completion_model_streams_str_tokens(completion_model, llm_proxy, questions) -> None:
+    prompt = PromptTemplate.from_template("Question: {question}\nAnswer:")
+    for chain in (prompt | completion_model, prompt | completion_model | StrOutputParser()):
+        stock_run = run(chain, questions[:1], llm_proxy, mode="stream")
+        fast_run = run(accel.wrap(chain), questions[:1], llm_proxy, mode="stream")
+        assert_same(stock_run, fast_run, output="".join)
+        assert "".join(fast_run.outputs[0]) == chain.invoke(questions[0])
+        assert_token_stream(stock_run.outputs[0], fast_run.outputs[0])
+
+
+async def test_astream_matches_stock_astream(chat_model) -> None:
+    chain = PROMPT | chat_model | StrOutputParser()
+    stock = [chunk async for chunk in chain.astream(QUESTION)]
+    fast = [chunk async for chunk in accel.wrap(chain).astream(QUESTION)]
+    assert "".join(fast) == "".join(stock) == chain.invoke(QUESTION)
+    assert_token_stream(stock, fast)
+
+
+class RootRuns(BaseCallbackHandler):
+    def __init__(self) -> None:
+        self.starts: list[str] = []
+        self.ends: list[object] = []
+
+    def on_chain_start(self, serialized, inputs, *, run_id, parent_run_id=None, **kwargs):
+        if parent_run_id is None:
+            self.starts.append(kwargs.get("name"))
+
+    def on_chain_end(self, outputs, *, run_id, parent_run_id=None, **kwargs):
+        if parent_run_id is None:
+            self.ends.append(outputs)
+
+
+def test_user_callbacks_see_the_streamed_run(chat_model) -> None:
+    chain = PROMPT | chat_model | StrOutputParser()
+    stock, fast = RootRuns(), RootRuns()
+    list(chain.stream(QUESTION, config={"callbacks": [stock]}))
+    list(accel.wrap(chain).stream(QUESTION, config={"callbacks": [fast]}))
+    assert fast.starts == stock.starts == [chain.get_name()]
+    assert fast.ends == stock.ends and len(fast.ends) == 1
+
+
+def test_an_opaque_last_step_yields_its_value_once_as_stock_does(chat_model) -> None:
+    chain = PROMPT | chat_model | StrOutputParser() | RunnableLambda(str.upper)
+    stock = list(chain.stream(QUESTION))
+    assert list(accel.wrap(chain).stream(QUESTION)) == stock and len(stock) == 1
+
+
+def test_prompt_too_long_falls_back_to_the_stock_stream_and_its_error(chat_model) -> None:
+    chain = PROMPT | chat_model | StrOutputParser()
+    too_long = {"context": "word " * 5000, "question": "why?"}
+    with pytest.raises(Exception) as stock_error:
+        list(chain.stream(too_long))
+    with pytest.raises(type(stock_error.value)):
+        list(accel.wrap(chain).stream(too_long))
+
+
+class BrokenSession:
+    """A session whose stream fails with an engine error after `chunks` deltas."""
+
+    def __init__(self, chunks: int) -> None:
+        self.chunks = chunks
+
+    def stream(self, template, inputs):
+        for i in range(self.chunks):
+            yield Delta(f"d{i}")
+        raise EngineDied("llm", "the server went away", "restart it")
+
+
+def test_engine_error_before_the_first_chunk_falls_back_after_it_raises(chat_model) -> None:
+    chain = PROMPT | chat_model | StrOutputParser()
+    fast = accel.wrap(chain)
+    fast._session = BrokenSession(0)
+    assert "".join(fast.stream(QUESTION)) == chain.invoke(QUESTION)
+    fast._session = BrokenSession(2)
+    seen = []
+    with pytest.raises(EngineDied):
+        for chunk in fast.stream(QUESTION):
+            seen.append(chunk)
+    assert seen == ["d0", "d1"]
+
+
+# ---- leaving early aborts the request ----------------------------------------------------------
+
+
+def running_requests(server) -> float:
+    text = httpx.get(server.base_url.removesuffix("/v1") + "/metrics").text
+    return sum(float(v) for v in re.findall(r"^vllm:num_requests_running\{[^}]*\} (\S+)$", text, re.M))
+
+
+def wait_until_idle(server, timeout_s: float = 30.0) -> float:
+    """The server's running-request gauge once it reads 0 (vLLM notices a closed client
+    between two tokens; the recording proxy in between passes the close on at its next write)."""
+    deadline = time.monotonic() + timeout_s
+    while (running := running_requests(server)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return running
+
+
+@pytest.fixture
+def long_chain(llm_proxy, monkeypatch):
+    """A chain whose answer runs to 1500 tokens, wrapped, and the request ids accel aborts."""
+    from langchain_openai import ChatOpenAI
+
+    model = ChatOpenAI(base_url=llm_proxy.url + "/v1", api_key="EMPTY", model=TINY, temperature=0, max_tokens=1500)
+    fast = accel.wrap(PROMPT | model | StrOutputParser())
+    [decode] = [n for n in fast.template.nodes if n.kind is Kind.DECODE]
+    engine = fast._session.get_engine(decode.engine)
+    aborted: list[str] = []
+
+    async def abort(request_id: str) -> None:
+        aborted.append(request_id)
+        await type(engine).abort(engine, request_id)
+
+    monkeypatch.setattr(engine, "abort", abort, raising=False)
+    return fast, engine, aborted
+
+
+def test_breaking_out_of_stream_aborts_the_request(long_chain, vllm_server) -> None:
+    fast, engine, aborted = long_chain
+    for i, _ in enumerate(fast.stream(QUESTION)):
+        if i == 2:
+            break
+    assert len(aborted) == 1 and not engine._streams  # done by the time the loop is left
+    assert wait_until_idle(vllm_server) == 0
+
+
+async def test_closing_astream_early_aborts_the_request(long_chain, vllm_server) -> None:
+    fast, engine, aborted = long_chain
+    async with aclosing(fast.astream(QUESTION)) as chunks:
+        async for _ in chunks:
+            break
+    assert len(aborted) == 1 and not engine._streams
+    assert wait_until_idle(vllm_server) == 0
