@@ -116,13 +116,19 @@ def _compare(config: BenchConfig, stack: Any, progress: Progress, workload: Any,
     return _report(config, workload.questions, runs, stack, all(resets) and bool(resets), steps)
 
 
+def equality_reference(runs: dict[str, SystemRun]) -> SystemRun | None:
+    """The answers every system is compared with: stock one query at a time, or, in a run that
+    skips it (a 200-query batch would spend most of its time there), stock `batch` / gather."""
+    return runs.get(STOCK_SEQUENTIAL) or runs.get(STOCK_CONCURRENT)
+
+
 def _report(config: BenchConfig, questions: list[str], runs: dict[str, list[SystemRun]], stack: Any, reset: bool,
             steps: dict[str, float] | None) -> dict[str, Any]:
     spec = example(config.example)
     per_rate: list[dict[str, Any]] = []
     for i, rate in enumerate(sorted({r.rate for rs in runs.values() for r in rs}, key=lambda r: r or 0)):
         at = {name: rs[i] for name, rs in runs.items() if i < len(rs)}
-        reference = at.get(STOCK_SEQUENTIAL)
+        reference = equality_reference(at)
         per_rate.append({
             "rate": rate,
             "systems": {name: metrics.summarize(run, reference) for name, run in at.items()},
@@ -142,6 +148,7 @@ def _report(config: BenchConfig, questions: list[str], runs: dict[str, list[Syst
         "engines": {"llm": stack.model, "llm_server": stack.openai_base_url, "embed": stack.embed_model, "rerank": stack.rerank_model},
         "prefix_cache_reset_between_systems": reset,
         "questions": questions,
+        "equality_reference": next((name for name in (STOCK_SEQUENTIAL, STOCK_CONCURRENT) if name in runs), None),
         "baselines": list(BASELINES),
         "latency": {name: s["latency"] for name, s in main["systems"].items()},
         "equal_rate": {name: s["equal_rate"] for name, s in main["systems"].items()},

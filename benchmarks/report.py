@@ -19,7 +19,8 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         f"{report['date']} · {report['machine']['cpus']} CPU cores, no GPU, load {report['machine']['load_average_1m_at_start']:.1f} at start · LLM `{Path(report['engines']['llm']).name}`"
         f" · headline: {report['headline_metric']} · prefix cache reset between systems: "
-        f"{'yes' if report['prefix_cache_reset_between_systems'] else 'no'}",
+        f"{'yes' if report['prefix_cache_reset_between_systems'] else 'no'}"
+        f" · `equal`: same answer as {report.get('equality_reference') or 'no reference run'}",
         "",
         "| system | mean s | p50 s | p95 s | p99 s | throughput q/s | vs stock | vs stock-concurrent | vs LlamaDistPC | equal |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",

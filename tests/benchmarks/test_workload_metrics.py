@@ -71,3 +71,13 @@ def test_a_system_that_could_not_start_has_no_numbers() -> None:
 def test_lower_bound_counts_the_slowest_call_of_each_independent_level() -> None:
     assert llm_path([1.0, 2.0, 3.0], [1, 1, 1]) == 6.0
     assert llm_path([1.0, 2.0, 3.0, 0.5], [3, 1]) == 3.5
+
+
+def test_equality_reference_is_stock_sequential_else_stock_batch() -> None:
+    from accel.benchmarks.harness import equality_reference
+
+    sequential = _run("stock-sequential", [1.0], ["a"], 1.0)
+    concurrent = _run("stock-concurrent", [1.0], ["a"], 1.0)
+    assert equality_reference({"stock-sequential": sequential, "stock-concurrent": concurrent}) is sequential
+    assert equality_reference({"stock-concurrent": concurrent, "accel-topology": sequential}) is concurrent
+    assert equality_reference({"accel-topology": sequential}) is None
