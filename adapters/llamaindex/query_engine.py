@@ -28,6 +28,7 @@ from .bindings import Unbound, bind_llm
 from .errors import stock_error
 from .prompts import PlanMismatch
 from .retrieval import RetrievalPlan, plan_retrieval
+from .streaming import StreamedRun
 from .synthesis import SynthesisPlan, check_synthesizer
 
 dispatcher = instrument.get_dispatcher(__name__)
@@ -123,7 +124,7 @@ class WrappedQueryEngine(BaseQueryEngine):
         dispatcher.event(RetrievalEndEvent(str_or_query_bundle=query_bundle, nodes=nodes))
         return await self._drive_async(query_bundle, nodes)
 
-    def _synthesis_steps(self, query_bundle: QueryBundle, nodes: list[Any]) -> Generator[Any, Any, str] | None:
+    def _synthesis_steps(self, query_bundle: QueryBundle, nodes: list[Any]) -> Generator[Any, Any, Any] | None:
         if self._synthesis is None or not nodes:
             return None
         texts = [n.node.get_content(metadata_mode=MetadataMode.LLM) for n in nodes]
@@ -136,7 +137,7 @@ class WrappedQueryEngine(BaseQueryEngine):
             return synth.synthesize(query=query_bundle, nodes=nodes)
         dispatcher.event(SynthesizeStartEvent(query=query_bundle))
         try:
-            text = _run_steps(steps, lambda template, inputs: self._session.run(template, inputs))
+            text = _run_steps(steps, self._run_step)
         except PlanMismatch:
             return synth.synthesize(query=query_bundle, nodes=nodes)
         return self._respond(query_bundle, text, nodes)
@@ -148,17 +149,28 @@ class WrappedQueryEngine(BaseQueryEngine):
             return await synth.asynthesize(query=query_bundle, nodes=nodes)
         dispatcher.event(SynthesizeStartEvent(query=query_bundle))
         try:
-            template, inputs = next(steps)
+            step = next(steps)
             while True:
-                result = await self._session.arun(template, inputs)
-                template, inputs = steps.send(result)
+                step = steps.send(await self._arun_step(step))
         except StopIteration as done:
             text = done.value
         except PlanMismatch:
             return await synth.asynthesize(query=query_bundle, nodes=nodes)
         return self._respond(query_bundle, text, nodes)
 
-    def _respond(self, query_bundle: QueryBundle, text: str, nodes: list[Any]) -> Any:
+    def _run_step(self, step: Any) -> Any:
+        """A synthesis graph run, or for a streaming synthesizer the final call's token generator
+        (the response then is a StreamingResponse, as stock's)."""
+        if isinstance(step, StreamedRun):
+            return step.tokens(self._session)
+        return self._session.run(*step)
+
+    async def _arun_step(self, step: Any) -> Any:
+        if isinstance(step, StreamedRun):
+            return step.atokens(self._session)
+        return await self._session.arun(*step)
+
+    def _respond(self, query_bundle: QueryBundle, text: Any, nodes: list[Any]) -> Any:
         response = self._original._response_synthesizer._prepare_response_output(text, list(nodes))
         dispatcher.event(SynthesizeEndEvent(query=query_bundle, response=response))
         return response
@@ -181,7 +193,8 @@ class WrappedQueryEngine(BaseQueryEngine):
         lines += [f"  - {item}" for item in self._retrieval.lowered]
         if self._synthesis is not None:
             lines.append(f"  - {self._synthesis.kind} on {type(self._synthesis.llm).__name__} -> Prefill/Decode pairs "
-                         "(planned per query from the retrieved text; refine chained, tree levels batched)")
+                         "(planned per query from the retrieved text; refine chained, tree levels batched)"
+                         + ("; the final call's tokens stream from the runtime" if self._synthesis.streaming else ""))
         opaque = [*self._retrieval.opaque, *([self._synth_opaque] if self._synth_opaque else [])]
         lines.append("opaque (run as-is):" if opaque else "opaque: none")
         lines += [f"  - {u.component}: {u.reason}" for u in opaque]
@@ -192,11 +205,11 @@ class WrappedQueryEngine(BaseQueryEngine):
         return "\n".join(lines)
 
 
-def _run_steps(steps: Generator[Any, Any, str], run: Callable[[Any, dict[str, Any]], Any]) -> str:
+def _run_steps(steps: Generator[Any, Any, Any], run: Callable[[Any], Any]) -> Any:
     try:
-        template, inputs = next(steps)
+        step = next(steps)
         while True:
-            template, inputs = steps.send(run(template, inputs))
+            step = steps.send(run(step))
     except StopIteration as done:
         return done.value
 

@@ -10,7 +10,9 @@ run as small cached graphs keyed by their shape:
   the static part before the answer is prefilled early by the prefill-split pass.
 
 `steps(...)` is a generator that yields `(template, inputs)` and receives each result, so one
-plan serves both the sync and the async entry points.
+plan serves both the sync and the async entry points. A streaming synthesizer (compact, refine,
+simple_summarize) yields one `StreamedRun` instead: a graph whose output is the final call's
+text, which the driver turns into the response's token generator.
 """
 
 from __future__ import annotations
@@ -24,11 +26,13 @@ from accel.ir import CallOp, DecodeOp, GatherOp, GraphBuilder, Kind, Ref
 
 from .bindings import LLMBinding, Unbound
 from .prompts import QUERY_PORT, LlamaPromptOp, PlanMismatch, RefinePromptOp, prompt_parts
+from .streaming import StreamedRun
 
 EMPTY = "Empty Response"
 LOWERED_SYNTHESIZERS = ("CompactAndRefine", "Refine", "SimpleSummarize", "TreeSummarize", "Accumulate")
+STREAMED_SYNTHESIZERS = ("CompactAndRefine", "Refine", "SimpleSummarize")
 
-Step = Generator[tuple[Any, dict[str, Any]], Any, str]
+Step = Generator[tuple[Any, dict[str, Any]] | StreamedRun, Any, Any]
 TemplateFor = Callable[[tuple[Any, ...], Callable[[], Any]], Any]
 
 
@@ -53,6 +57,10 @@ class FillDecodeOp:
 
     def output(self, values: dict[str, Any], results: list[Any]) -> Any:
         return self.inner.output(values, results)
+
+    @property
+    def streams_text(self) -> bool:
+        return self.inner.streams_text
 
 
 @dataclass
@@ -91,35 +99,45 @@ class SynthesisPlan:
         b.output(b.add(Kind.AGGREGATE, "answers", inputs=answers, op=GatherOp("list")))
         return b.build()
 
-    def chain_graph(self, n: int) -> Any:
-        """Refine over n chunks: a QA call, then n-1 refine calls each reading the answer so far."""
+    def chain_graph(self, n: int, *, streaming: bool = False) -> Any:
+        """Refine over n chunks: a QA call, then n-1 refine calls each reading the answer so far.
+        Streaming refine takes every answer as it is, empty too (stock joins each step's token
+        stream into the next prompt), so the output is the last decode and its tokens stream."""
         synth = self.synthesizer
         b = GraphBuilder()
         query, chunks = b.input(QUERY_PORT), b.input("chunks")
         qa = LlamaPromptOp(self.llm, synth._text_qa_template, self.binding.chat)
-        first = self._pair(b, "qa", qa, synth._text_qa_template, {QUERY_PORT: query, "context_str": Ref(chunks.node, 0)})
-        answer = b.add(Kind.CALL, "answer0", inputs={"new": first}, op=CallOp(_first_answer, blocking=False))
-        refine = RefinePromptOp(self.llm, synth._refine_template, synth._prompt_helper, self.binding.chat)
-        for i in range(1, n):
+        answer = self._pair(b, "qa", qa, synth._text_qa_template, {QUERY_PORT: query, "context_str": Ref(chunks.node, 0)})
+        if not streaming:
+            answer = b.add(Kind.CALL, "answer0", inputs={"new": answer}, op=CallOp(_first_answer, blocking=False))
+        for i in range(1, n):  # (a single call needs no refine template: simple_summarize has none)
+            refine = RefinePromptOp(self.llm, synth._refine_template, synth._prompt_helper, self.binding.chat)
             inputs = {QUERY_PORT: query, "existing_answer": answer, "context_msg": Ref(chunks.node, i)}
             new = self._pair(b, f"refine{i}", refine, synth._refine_template, inputs)
-            answer = b.add(Kind.CALL, f"answer{i}", inputs={"prev": answer, "new": new}, op=CallOp(_keep_answer, blocking=False))
+            answer = new if streaming else b.add(Kind.CALL, f"answer{i}", inputs={"prev": answer, "new": new},
+                                                 op=CallOp(_keep_answer, blocking=False))
         b.output(answer)
         return b.build()
 
     # ---- per-query plans ----------------------------------------------------------------------
 
-    def steps(self, query: str, texts: list[str], template_for: TemplateFor) -> Step:
-        """Yield graph runs; return the response text exactly as the synthesizer's get_response."""
-        synth, llm, kind = self.synthesizer, self.llm, self.kind
-        if kind in ("CompactAndRefine", "Refine"):
-            if kind == "CompactAndRefine":
-                texts = synth._make_compact_text_chunks(query, texts)
-            from llama_index.core.prompts.prompt_utils import get_biggest_prompt
+    @property
+    def streaming(self) -> bool:
+        return bool(getattr(self.synthesizer, "_streaming", False))
 
-            max_prompt = get_biggest_prompt([synth._text_qa_template, synth._refine_template])
-            chunks = [tc for text in texts for tc in synth._prompt_helper.repack(
-                max_prompt, [text], llm=llm, padding=synth._response_padding_size)]
+    def steps(self, query: str, texts: list[str], template_for: TemplateFor) -> Step:
+        """Yield graph runs; return the response text exactly as the synthesizer's get_response
+        (for a streaming synthesizer: the token generator the driver sends back)."""
+        synth, llm, kind = self.synthesizer, self.llm, self.kind
+        if self.streaming:
+            chunks = [self._summary_text(query, texts)] if kind == "SimpleSummarize" else self._refine_chunks(query, texts)
+            if not chunks:
+                return EMPTY
+            graph = template_for(("stream", len(chunks)), lambda: self.chain_graph(len(chunks), streaming=True))
+            return (yield StreamedRun(graph, {QUERY_PORT: query, "chunks": chunks},
+                                      lambda: synth.get_response(query, texts), lambda: synth.aget_response(query, texts)))
+        if kind in ("CompactAndRefine", "Refine"):
+            chunks = self._refine_chunks(query, texts)
             if not chunks:
                 return EMPTY
             answer = yield template_for(("chain", len(chunks)), lambda: self.chain_graph(len(chunks))), \
@@ -127,9 +145,8 @@ class SynthesisPlan:
             return answer or EMPTY
         if kind == "SimpleSummarize":
             template = synth._text_qa_template
-            truncated = synth._prompt_helper.truncate(prompt=template.partial_format(query_str=query),
-                                                      text_chunks=["\n".join(texts)], llm=llm)
-            [answer] = yield self._calls(template, 1, "context_str", template_for), {QUERY_PORT: query, "chunks": [truncated]}
+            chunk = self._summary_text(query, texts)
+            [answer] = yield self._calls(template, 1, "context_str", template_for), {QUERY_PORT: query, "chunks": [chunk]}
             return answer or EMPTY
         if kind == "Accumulate":
             template = synth._text_qa_template
@@ -146,6 +163,23 @@ class SynthesisPlan:
                     return outputs[0]
                 texts = outputs
         raise PlanMismatch("llamaindex", f"no lowering for {kind}", "answered by stock code")
+
+    def _refine_chunks(self, query: str, texts: list[str]) -> list[str]:
+        """The chunks compact / refine answer over, packed by the synthesizer's own code."""
+        from llama_index.core.prompts.prompt_utils import get_biggest_prompt
+
+        synth = self.synthesizer
+        if self.kind == "CompactAndRefine":
+            texts = synth._make_compact_text_chunks(query, texts)
+        max_prompt = get_biggest_prompt([synth._text_qa_template, synth._refine_template])
+        return [tc for text in texts for tc in synth._prompt_helper.repack(
+            max_prompt, [text], llm=self.llm, padding=synth._response_padding_size)]
+
+    def _summary_text(self, query: str, texts: list[str]) -> Any:
+        """simple_summarize's context: all texts joined, truncated to fit (its own code)."""
+        synth = self.synthesizer
+        return synth._prompt_helper.truncate(prompt=synth._text_qa_template.partial_format(query_str=query),
+                                             text_chunks=["\n".join(texts)], llm=self.llm)
 
     def _calls(self, template: Any, n: int, port: str, template_for: TemplateFor) -> Any:
         return template_for(("calls", id(template), n), lambda: self.calls_graph(template, n, port))
@@ -166,8 +200,10 @@ def check_synthesizer(synth: Any) -> Unbound | None:
     kind = type(synth).__name__
     if kind not in LOWERED_SYNTHESIZERS:
         return Unbound(kind, f"response mode not lowered (supported: {', '.join(LOWERED_SYNTHESIZERS)})")
-    if getattr(synth, "_streaming", False) or getattr(synth, "_output_cls", None) is not None:
-        return Unbound(kind, "streaming or structured output runs as-is")
+    if getattr(synth, "_streaming", False) and kind not in STREAMED_SYNTHESIZERS:
+        return Unbound(kind, f"streaming {kind} runs as-is (streamed: {', '.join(STREAMED_SYNTHESIZERS)})")
+    if getattr(synth, "_output_cls", None) is not None:
+        return Unbound(kind, "structured output runs as-is")
     if getattr(synth, "_multimodal", False) or getattr(synth, "_structured_answer_filtering", False):
         return Unbound(kind, "multimodal synthesis or structured answer filtering runs as-is")
     return None
