@@ -238,3 +238,25 @@ def test_session_stream_cancelled_consumer_task(session):
 
     asyncio.run(main())
     assert len(llm.aborted) == 1 and not llm.active
+
+
+def test_session_streams_raise_the_failing_node_error(session):
+    def explode(x):
+        raise ZeroDivisionError("boom")
+
+    def build():
+        b = GraphBuilder()
+        x = b.input("x")
+        b.output(b.add(Kind.CALL, "bad", inputs={"x": x}, op=CallOp(explode, blocking=False)))
+        return b.build()
+
+    template = session.template(("stream-failing",), build, passes=False)
+
+    async def from_another_loop():
+        async with aclosing(session.astream(template, {"x": "q"})) as items:
+            return [item async for item in items]
+
+    with pytest.raises(ZeroDivisionError, match="boom"):
+        list(session.stream(template, {"x": "q"}))
+    with pytest.raises(ZeroDivisionError, match="boom"):
+        asyncio.run(from_another_loop())
