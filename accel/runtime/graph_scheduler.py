@@ -12,6 +12,7 @@ turn that into aborts); other queries never see it. With `on_delta`, the plan's 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import inspect
 from collections.abc import Callable, Mapping
@@ -163,8 +164,11 @@ class QueryRun:
         if mode is Mode.LOCAL:
             if inspect.iscoroutinefunction(op.compute):
                 return await op.compute(values)
+            # In the query's context (its caller's contextvars: tracing spans, framework
+            # instrumentation), as the stock app's own code would run.
             loop = asyncio.get_running_loop()
-            result = await loop.run_in_executor(self.executor, functools.partial(op.compute, values))
+            call = functools.partial(contextvars.copy_context().run, op.compute, values)
+            result = await loop.run_in_executor(self.executor, call)
             return await result if inspect.isawaitable(result) else result
         results = await self._submit(i, node, await _maybe(op.requests(values)), span)
         return op.output(values, results)

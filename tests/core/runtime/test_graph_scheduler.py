@@ -278,6 +278,25 @@ async def test_blocking_local_code_runs_in_a_worker_thread():
         assert (await rt.run(Template.from_graph(b.graph), {"x": 1})).startswith("accel-local")
 
 
+async def test_blocking_local_code_sees_the_callers_context():
+    """Opaque framework code reads contextvars (LlamaIndex's active span, OpenTelemetry's
+    context): in the worker thread it sees those of the query's caller, as stock would."""
+    import contextvars
+
+    var = contextvars.ContextVar("caller", default="unset")
+    b = GraphBuilder()
+    x = b.input("x")
+    b.output(b.add(Kind.CALL, "read", inputs={"x": x}, op=CallOp(lambda x: var.get(), blocking=True)))
+    template = Template.from_graph(b.graph)
+    async with Runtime({}) as rt:
+
+        async def query(value: str) -> str:
+            var.set(value)
+            return await rt.run(template, {"x": 1})
+
+        assert await asyncio.gather(query("a"), query("b")) == ["a", "b"]
+
+
 async def test_blocking_local_code_of_many_queries_runs_side_by_side():
     """Opaque user code mostly waits on engines (a refine loop's LLM calls): 16 queries'
     blocking calls must all be in flight at once, as in stock `batch` with 16 threads. Each
