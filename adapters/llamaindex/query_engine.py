@@ -226,6 +226,14 @@ class OpaqueQueryEngine(BaseQueryEngine):
             raise AttributeError(name)
         return getattr(self._original, name)
 
+    # The original's own entry points: engines such as CustomQueryEngine override `query` /
+    # `aquery` and leave `_query` unimplemented, and their events are then exactly stock's.
+    def query(self, str_or_query_bundle: Any) -> Any:
+        return self._original.query(str_or_query_bundle)
+
+    async def aquery(self, str_or_query_bundle: Any) -> Any:
+        return await self._original.aquery(str_or_query_bundle)
+
     def _query(self, query_bundle: QueryBundle) -> Any:
         return self._original._query(query_bundle)
 
