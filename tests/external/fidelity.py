@@ -121,12 +121,15 @@ def assert_same_response(stock: Any, fast: Any) -> None:
 
 
 async def llamaindex_run(engine: Any, questions: list[str], proxy: Any, mode: str) -> Run:
-    """`query` one question at a time (in a worker thread, as a sync caller would), or all of
-    them at once through `asyncio.gather` of `aquery` on the test's event loop."""
+    """`query` one question at a time (in a worker thread, as a sync caller would), `aquery`
+    one at a time, or all of them at once through `asyncio.gather` of `aquery` on the test's
+    event loop."""
     proxy.recorder.take()
     with record_requests() as log:
         if mode == "query":
             outputs = [await asyncio.to_thread(engine.query, q) for q in questions]
+        elif mode == "aquery":
+            outputs = [await engine.aquery(q) for q in questions]
         elif mode == "gather":
             outputs = list(await asyncio.gather(*(engine.aquery(q) for q in questions)))
         else:
@@ -135,11 +138,12 @@ async def llamaindex_run(engine: Any, questions: list[str], proxy: Any, mode: st
     return Run(outputs, llm, warmups, sorted(log.embedded), [], sorted(log.scored))
 
 
-async def compare_llamaindex(engine: Any, fast: Any, questions: list[str], proxy: Any) -> list[Run]:
+async def compare_llamaindex(engine: Any, fast: Any, questions: list[str], proxy: Any,
+                             modes: tuple[str, ...] = ("query", "gather")) -> list[Run]:
     """Stock and wrapped, sequentially and concurrently: the same responses (text, source
     nodes, scores) and the same engine requests. Returns the wrapped runs."""
     runs = []
-    for mode in ("query", "gather"):
+    for mode in modes:
         stock = await llamaindex_run(engine, questions, proxy, mode)
         ours = await llamaindex_run(fast, questions, proxy, mode)
         assert len(ours.outputs) == len(stock.outputs) == len(questions)

@@ -6,14 +6,15 @@ test passes by running everything as-is."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
 
 import accel
 
-from .apps import li_pgvector, li_starter
-from .fidelity import compare_llamaindex
+from .apps import li_pgvector, li_query_engine_usage, li_sentence_transformer_rerank, li_simple_fusion, li_starter
+from .fidelity import assert_same_response, compare_llamaindex
 
 pytestmark = [pytest.mark.engines, pytest.mark.slow]
 
@@ -94,4 +95,84 @@ async def test_pgvector_guide_hybrid_fusion_retriever(hybrid_index, llm_proxy, q
     explained = fast.explain()
     assert "CompactAndRefine on OpenAILike -> Prefill/Decode" in lowered_part(explained), explained
     assert "QueryFusionRetriever" in opaque_part(explained), explained
+    await compare_llamaindex(query_engine, fast, questions, llm_proxy)
+
+
+async def test_sentence_transformer_rerank(llama_settings, pydoc_dir, base_url, model_name, minilm_path, reranker_dir,
+                                           llm_proxy, questions) -> None:
+    with_rerank, without_rerank = li_sentence_transformer_rerank.build(str(pydoc_dir), base_url, model_name, minilm_path,
+                                                                       reranker_dir)
+    fast = accel.wrap(with_rerank)
+    explained = fast.explain()
+    assert "SentenceTransformerRerank(top_n=3) -> Rerank" in lowered_part(explained), explained
+    assert "CompactAndRefine on OpenAILike -> Prefill/Decode" in lowered_part(explained), explained
+    runs = await compare_llamaindex(with_rerank, fast, questions, llm_proxy)
+    assert all(len(r.source_nodes) == 3 for r in runs[0].outputs)
+    assert runs[0].scored  # the cross-encoder scored the retrieved nodes
+    await compare_llamaindex(without_rerank, accel.wrap(without_rerank), questions, llm_proxy)
+
+
+def pg_storage(dsn: str):
+    from llama_index.core import StorageContext
+    from llama_index.vector_stores.postgres import PGVectorStore
+
+    store = PGVectorStore.from_params(**li_pgvector.connection_strings(dsn), table_name=table(), embed_dim=384)
+    return StorageContext.from_defaults(vector_store=store)
+
+
+@pytest.mark.parametrize("store", ["in_memory", "pgvector"])
+async def test_simple_fusion_retriever(local_settings, pydoc_files, pg_dsn, llm_proxy, questions, store) -> None:
+    storage = None if store == "in_memory" else [pg_storage(pg_dsn), pg_storage(pg_dsn)]
+    query_engine = li_simple_fusion.build(pydoc_files[:2], pydoc_files[2:], storage)
+    fast = accel.wrap(query_engine)
+    explained = fast.explain()
+    assert "CompactAndRefine on OpenAILike -> Prefill/Decode" in lowered_part(explained), explained
+    if store == "pgvector":  # accel lowers fusion over stores it searches itself
+        assert "QueryFusionRetriever(4 queries" in lowered_part(explained), explained
+    else:
+        assert "QueryFusionRetriever: sub-retriever: SimpleVectorStore" in opaque_part(explained), explained
+    # use_async=True: the stock sync `query` runs the sub-retrievals in an event loop of its
+    # own, where PGVectorStore's asyncpg connections fail ("attached to a different loop"; the
+    # page runs in a notebook under nest_asyncio). An async app awaits `aquery` instead.
+    modes = ("query", "gather") if store == "in_memory" else ("aquery", "gather")
+    runs = await compare_llamaindex(query_engine, fast, questions, llm_proxy, modes)
+    assert len(runs[0].llm) >= 2 * len(questions)  # query generation, then synthesis
+
+
+@pytest.fixture
+def starter_index(starter):
+    return starter[0]
+
+
+@pytest.mark.parametrize("mode", li_query_engine_usage.RESPONSE_MODES)
+async def test_query_engine_high_level_response_modes(starter_index, llm_proxy, questions, mode) -> None:
+    query_engine = li_query_engine_usage.high_level(starter_index, mode)
+    fast = accel.wrap(query_engine)
+    explained = fast.explain()
+    assert "HuggingFaceEmbedding -> Embed" in lowered_part(explained), explained
+    synthesizer = type(query_engine._response_synthesizer).__name__
+    if mode in ("no_text", "compact_accumulate"):
+        assert synthesizer in opaque_part(explained), explained
+    else:
+        assert f"{synthesizer} on OpenAILike -> Prefill/Decode" in lowered_part(explained), explained
+    if mode == "no_text":  # no LLM call at all: compare the retrieval only
+        stock = [await asyncio.to_thread(query_engine.query, q) for q in questions]
+        ours = [await asyncio.to_thread(fast.query, q) for q in questions]
+        for s, o in zip(stock, ours, strict=True):
+            assert_same_response(s, o)
+        return
+    await compare_llamaindex(query_engine, fast, questions, llm_proxy)
+
+
+async def test_query_engine_low_level_composition(starter_index, llm_proxy, questions) -> None:
+    query_engine = li_query_engine_usage.low_level(starter_index)
+    fast = accel.wrap(query_engine)
+    assert "TreeSummarize on OpenAILike -> Prefill/Decode" in lowered_part(fast.explain())
+    await compare_llamaindex(query_engine, fast, questions, llm_proxy)
+
+
+async def test_custom_query_engine_runs_as_is(starter_index, llm_proxy, questions) -> None:
+    query_engine = li_query_engine_usage.custom(starter_index)
+    fast = accel.wrap(query_engine)
+    assert "opaque, run as-is" in fast.explain()  # accel lowers RetrieverQueryEngine only
     await compare_llamaindex(query_engine, fast, questions, llm_proxy)
