@@ -21,7 +21,7 @@ from .apps import (
     lc_rag_custom_prompt,
     lc_rag_tutorial,
 )
-from .fidelity import compare_langchain
+from .fidelity import assert_same_requests, compare_langchain, record
 
 pytestmark = [pytest.mark.engines, pytest.mark.slow]
 
@@ -59,6 +59,17 @@ def test_rag_tutorial_preview_chain(tutorial_store, chat, llm_proxy, questions) 
     assert all(isinstance(o, str) for o in runs[0].outputs)
     assert len(runs[0].llm) == len(questions) and len(runs[0].searched) == len(questions)
 
+
+
+def test_rag_tutorial_streamed(tutorial_store, chat, llm_proxy, questions) -> None:
+    """The walkthrough streams the same chain: `for chunk in rag_chain.stream(...): print(chunk, end="")`."""
+    chain = lc_rag_tutorial.build(tutorial_store, chat)
+    fast = accel.wrap(chain)
+    stock = record(lambda: [list(chain.stream(q)) for q in questions], llm_proxy)
+    ours = record(lambda: [list(fast.stream(q)) for q in questions], llm_proxy)
+    assert ["".join(chunks) for chunks in ours.outputs] == ["".join(chunks) for chunks in stock.outputs]
+    assert all(all(isinstance(c, str) for c in chunks) for chunks in ours.outputs)
+    assert_same_requests(stock, ours)
 
 def test_rag_tutorial_custom_prompt(tutorial_store, chat, llm_proxy, questions) -> None:
     chain = lc_rag_custom_prompt.build(tutorial_store.as_retriever(), chat)

@@ -14,7 +14,7 @@ import pytest
 import accel
 
 from .apps import li_pgvector, li_query_engine_usage, li_sentence_transformer_rerank, li_simple_fusion, li_starter
-from .fidelity import assert_same_response, compare_llamaindex
+from .fidelity import assert_same_requests, assert_same_response, compare_llamaindex, record
 
 pytestmark = [pytest.mark.engines, pytest.mark.slow]
 
@@ -169,6 +169,27 @@ async def test_query_engine_low_level_composition(starter_index, llm_proxy, ques
     fast = accel.wrap(query_engine)
     assert "TreeSummarize on OpenAILike -> Prefill/Decode" in lowered_part(fast.explain())
     await compare_llamaindex(query_engine, fast, questions, llm_proxy)
+
+
+def test_query_engine_streaming(starter_index, llm_proxy, questions) -> None:
+    """The usage page's streaming engine: `query_engine.query(...)` then `print_response_stream()`."""
+    query_engine = li_query_engine_usage.streaming(starter_index)
+    fast = accel.wrap(query_engine)
+    assert "CompactAndRefine on OpenAILike -> Prefill/Decode" in lowered_part(fast.explain())
+
+    def streamed(engine):
+        responses = [engine.query(q) for q in questions]
+        return [(r, list(r.response_gen)) for r in responses]
+
+    stock = record(lambda: streamed(query_engine), llm_proxy)
+    ours = record(lambda: streamed(fast), llm_proxy)
+    for (s, s_tokens), (o, o_tokens) in zip(stock.outputs, ours.outputs, strict=True):
+        assert type(o) is type(s)
+        assert "".join(o_tokens) == "".join(s_tokens)
+        assert all(isinstance(t, str) for t in o_tokens)
+        assert [n.node.node_id for n in o.source_nodes] == [n.node.node_id for n in s.source_nodes]
+        assert [n.score for n in o.source_nodes] == pytest.approx([n.score for n in s.source_nodes], abs=1e-5)
+    assert_same_requests(stock, ours)
 
 
 async def test_custom_query_engine_runs_as_is(starter_index, llm_proxy, questions) -> None:

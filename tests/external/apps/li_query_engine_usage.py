@@ -9,6 +9,10 @@ docs/docs/module_guides/deploying/query_engine/usage_pattern.md and response_mod
     response_synthesizer = get_response_synthesizer(response_mode="tree_summarize")
     query_engine = RetrieverQueryEngine(retriever=retriever, response_synthesizer=response_synthesizer)
 
+    query_engine = index.as_query_engine(streaming=True)                                   # Streaming
+    streaming_response = query_engine.query("What did the author do growing up?")
+    streaming_response.print_response_stream()
+
     class RAGQueryEngine(CustomQueryEngine):                                               # Custom Query Engine
         retriever: BaseRetriever
         response_synthesizer: BaseSynthesizer
@@ -59,6 +63,13 @@ def low_level(index):
     query_engine = RetrieverQueryEngine(
         retriever=retriever,
         response_synthesizer=response_synthesizer,
+    )
+    return query_engine
+
+
+def streaming(index):
+    query_engine = index.as_query_engine(
+        streaming=True,
     )
     return query_engine
 
