@@ -17,6 +17,7 @@ from .apps import (
     lc_multi_query,
     lc_multi_query_custom_prompt,
     lc_pgvector,
+    lc_qa_sources,
     lc_rag_builtin_chains,
     lc_rag_custom_prompt,
     lc_rag_tutorial,
@@ -86,6 +87,14 @@ def test_rag_tutorial_builtin_chains(tutorial_store, chat, llm_proxy, questions)
     runs = compare_langchain(chain, fast, inputs, llm_proxy)
     assert all(set(o) == {"input", "context", "answer"} for o in runs[0].outputs)
 
+
+
+def test_qa_sources_lcel_chain(tutorial_store, chat, llm_proxy, questions) -> None:
+    chain = lc_qa_sources.build(tutorial_store.as_retriever(), chat)
+    fast = accel.wrap(chain)
+    lowered(fast.explain(), "Embed + Search", "Decode on", "prompt parts")
+    runs = compare_langchain(chain, fast, [{"input": q} for q in questions], llm_proxy)
+    assert all(set(o) == {"input", "context", "answer"} and len(o["context"]) == 4 for o in runs[0].outputs)
 
 @pytest.fixture(scope="module")
 def multi_query_db(pydoc_files, pg_dsn, minilm_path):
