@@ -33,8 +33,8 @@ class Run:
 
 
 def llm_bodies(proxy: Any) -> tuple[list[str], int]:
-    """Generation request bodies (transport fields and nulls dropped), sorted, and the number
-    of prefix-cache warm-ups."""
+    """Generation request bodies (transport fields and nulls dropped; one per prompt), sorted,
+    and the number of prefix-cache warm-ups."""
     bodies, warmups = [], 0
     for request in proxy.recorder.take():
         if request.method != "POST" or not request.path.endswith(("/chat/completions", "/completions")):
@@ -44,8 +44,12 @@ def llm_bodies(proxy: Any) -> tuple[list[str], int]:
         if isinstance(prompt, list) and prompt and isinstance(prompt[0], int):
             warmups += 1
             continue
-        if isinstance(prompt, list) and len(prompt) == 1:  # the OpenAI completions client sends a batch of one
-            body["prompt"] = prompt[0]
+        if isinstance(prompt, list):
+            # the OpenAI completions client sends its prompts as one list (`batch` -> one request
+            # with n prompts, generated independently by the server); accel sends one request
+            # per prompt so that they batch with other queries'. Compare per prompt.
+            bodies += [json.dumps({**body, "prompt": p}, sort_keys=True) for p in prompt]
+            continue
         bodies.append(json.dumps(body, sort_keys=True))
     return sorted(bodies), warmups
 

@@ -14,6 +14,7 @@ import accel
 
 from .apps import (
     lc_cross_encoder_reranker,
+    lc_llm_chain_migration,
     lc_multi_query,
     lc_multi_query_custom_prompt,
     lc_pgvector,
@@ -21,6 +22,7 @@ from .apps import (
     lc_rag_builtin_chains,
     lc_rag_custom_prompt,
     lc_rag_tutorial,
+    lc_vllm_openai,
 )
 from .fidelity import assert_same_requests, compare_langchain, record
 
@@ -171,3 +173,42 @@ def test_pgvector_sync_store_async_entry_points_fail_as_stock(pgvector_store) ->
         asyncio.run(fast.ainvoke("kitty"))
     with pytest.raises(AssertionError):
         asyncio.run(fast.abatch(PGVECTOR_QUERIES))
+
+
+VLLM_PAGE_QUESTIONS = [  # the page's own prompts
+    "Rome is",
+    "What is the capital of France ?",
+    "Who was the US president in the year the first Pokemon game was released?",
+]
+
+
+def test_vllm_openai_completion_client(base_url, model_name, llm_proxy) -> None:
+    llm = lc_vllm_openai.completion_llm(base_url, model_name)
+    fast = accel.wrap(llm)
+    lowered(fast.explain(), "Decode on")
+    runs = compare_langchain(llm, fast, VLLM_PAGE_QUESTIONS, llm_proxy)
+    assert all('"stop": ["."]' in body for body in runs[0].llm)
+
+
+def test_vllm_page_legacy_llm_chain_runs_as_is(base_url, model_name, llm_proxy) -> None:
+    chain = lc_vllm_openai.llm_chain(lc_vllm_openai.completion_llm(base_url, model_name))
+    fast = accel.wrap(chain)
+    assert "[opaque ] LLMChain" in fast.explain()  # a legacy Chain: accel lowers LCEL, not LLMChain
+    compare_langchain(chain, fast, [{"question": q} for q in VLLM_PAGE_QUESTIONS], llm_proxy)
+
+
+JOKES = [{"adjective": a} for a in ("funny", "short", "dry", "silly")]
+
+
+def test_llm_chain_migration_lcel(base_url, model_name, llm_proxy) -> None:
+    for chain in (lc_llm_chain_migration.lcel(base_url, model_name), lc_llm_chain_migration.lcel_outer(base_url, model_name)):
+        fast = accel.wrap(chain)
+        lowered(fast.explain(), "Decode on", "prompt parts")
+        compare_langchain(chain, fast, JOKES, llm_proxy)
+
+
+def test_llm_chain_migration_legacy_runs_as_is(base_url, model_name, llm_proxy) -> None:
+    chain = lc_llm_chain_migration.legacy(base_url, model_name)
+    fast = accel.wrap(chain)
+    assert "[opaque ] LLMChain" in fast.explain()
+    compare_langchain(chain, fast, JOKES, llm_proxy)
