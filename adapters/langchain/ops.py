@@ -183,6 +183,7 @@ def sampling_params(payload: dict[str, Any]) -> SamplingParams:
     the accel request body carry the same fields: absent ones are sent as null (vLLM's
     default, like omitting them), others unchanged."""
     body = {k: v for k, v in payload.items() if k not in ("messages", "prompt", "model", "stream", "stream_options")}
+    body.update(body.pop("extra_body", None) or {})  # the openai SDK merges it into the JSON body
     extra: dict[str, Any] = {}
     fields: dict[str, Any] = {}
     for key in ("max_tokens", "temperature", "top_p"):

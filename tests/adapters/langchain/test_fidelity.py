@@ -112,3 +112,18 @@ def test_multi_query_retriever(vectorstore, chat_model, llm_proxy, questions) ->
     fast_run = run(fast, questions[:2], llm_proxy)
     assert_same(stock_run, fast_run)
     assert len(fast_run.llm) == 2
+
+
+def test_extra_body_fields_reach_the_server_as_top_level_fields(llm_proxy, questions) -> None:
+    """`ChatOpenAI(extra_body=...)`: the openai SDK merges these into the request body (vLLM's
+    own sampling options, e.g. top_k, repetition_penalty); accel must send them the same way."""
+    from langchain_openai import ChatOpenAI
+
+    from .conftest import TINY
+
+    model = ChatOpenAI(base_url=llm_proxy.url + "/v1", api_key="EMPTY", model=TINY, temperature=0, max_tokens=8,
+                       extra_body={"top_k": 1, "repetition_penalty": 1.2})
+    chain = PromptTemplate.from_template("Say something about {question}") | model | StrOutputParser()
+    stock_run, fast_run = run(chain, questions, llm_proxy), run(accel.wrap(chain), questions, llm_proxy)
+    assert_same(stock_run, fast_run)
+    assert fast_run.llm and all('"extra_body"' not in body and '"top_k": 1' in body for body in fast_run.llm)
