@@ -13,7 +13,7 @@ import pytest
 
 import accel
 
-from .apps import li_pgvector, li_query_engine_usage, li_sentence_transformer_rerank, li_simple_fusion, li_starter
+from .apps import li_ingestion_pipeline, li_pgvector, li_query_engine_usage, li_sentence_transformer_rerank, li_simple_fusion, li_starter
 from .fidelity import assert_same_requests, assert_same_response, compare_llamaindex, record
 
 pytestmark = [pytest.mark.engines, pytest.mark.slow]
@@ -197,3 +197,69 @@ async def test_custom_query_engine_runs_as_is(starter_index, llm_proxy, question
     fast = accel.wrap(query_engine)
     assert "opaque, run as-is" in fast.explain()  # accel lowers RetrieverQueryEngine only
     await compare_llamaindex(query_engine, fast, questions, llm_proxy)
+
+
+
+def node_view(nodes) -> list[tuple[str, dict]]:
+    """What an ingestion produces apart from the random ids (`Document.example()` and the
+    splitter's default `id_func` draw fresh uuids every run)."""
+    return [(n.get_content(), dict(n.metadata)) for n in nodes]
+
+
+def assert_same_nodes(stock, ours) -> None:
+    import numpy as np
+
+    assert len(stock) > 4 and node_view(ours) == node_view(stock)
+    for a, b in zip(stock, ours, strict=True):
+        assert np.allclose(np.asarray(a.embedding), np.asarray(b.embedding), atol=1e-5)
+
+
+def store_rows(dsn: str, store) -> list[tuple]:
+    import psycopg
+    from pgvector.psycopg import register_vector
+
+    with psycopg.connect(dsn) as conn:
+        register_vector(conn)
+        table = f'"{store.schema_name}"."data_{store.table_name}"'
+        return conn.execute(f"SELECT text, metadata_->>'document_title', metadata_->>'filename', embedding FROM {table} "
+                            "ORDER BY text").fetchall()
+
+
+async def test_ingestion_pipeline_usage_pattern(local_settings, minilm_path, llm_proxy) -> None:
+    stock_pipeline = li_ingestion_pipeline.pipeline(minilm_path)
+    fast = accel.wrap(li_ingestion_pipeline.pipeline(minilm_path))
+    assert "Embed (micro-batched)" in fast.explain(), fast.explain()
+    stock = record(lambda: li_ingestion_pipeline.run(stock_pipeline), llm_proxy)
+    ours = record(lambda: li_ingestion_pipeline.run(fast), llm_proxy)
+    assert_same_nodes(stock.outputs, ours.outputs)
+    assert all("document_title" in n.metadata for n in ours.outputs)
+    assert stock.llm  # TitleExtractor asked the LLM for titles
+    assert_same_requests(stock, ours)
+    # "Async Support": fresh pipelines (a pipeline caches node + transformation pairs)
+    stock_nodes = await li_ingestion_pipeline.arun(li_ingestion_pipeline.pipeline(minilm_path))
+    fast_nodes = await li_ingestion_pipeline.arun(accel.wrap(li_ingestion_pipeline.pipeline(minilm_path)))
+    assert_same_nodes(stock_nodes, fast_nodes)
+
+
+def test_ingestion_pipeline_into_a_vector_store(local_settings, minilm_path, pg_dsn, llm_proxy, questions) -> None:
+    from llama_index.vector_stores.postgres import PGVectorStore
+
+    def store():
+        return PGVectorStore.from_params(**li_pgvector.connection_strings(pg_dsn), table_name=table(), embed_dim=384)
+
+    stock_store, fast_store = store(), store()
+    li_ingestion_pipeline.run(li_ingestion_pipeline.pipeline(minilm_path, stock_store))
+    fast = accel.wrap(li_ingestion_pipeline.pipeline(minilm_path, fast_store))
+    assert "PGVectorStore.add -> Ingest" in fast.explain(), fast.explain()
+    li_ingestion_pipeline.run(fast)
+    stock_rows, fast_rows = store_rows(pg_dsn, stock_store), store_rows(pg_dsn, fast_store)
+    assert len(stock_rows) > 4 and [r[:3] for r in fast_rows] == [r[:3] for r in stock_rows]
+    import numpy as np
+
+    assert all(np.allclose(np.asarray(a[3]), np.asarray(b[3]), atol=1e-5) for a, b in zip(stock_rows, fast_rows, strict=True))
+    # the guide then builds its index from the store: the two answer the same
+    stock_engine = li_ingestion_pipeline.index_from(stock_store).as_query_engine()
+    fast_engine = li_ingestion_pipeline.index_from(fast_store).as_query_engine()
+    for q in questions[:2]:
+        s, o = stock_engine.query(q), fast_engine.query(q)
+        assert o.response == s.response and [n.get_content() for n in o.source_nodes] == [n.get_content() for n in s.source_nodes]
