@@ -46,6 +46,35 @@ async def test_starter_tutorial_query_engine(starter, llm_proxy, questions) -> N
     assert [await search_documents(q) for q in questions] == [o.response for o in runs[0].outputs]
 
 
+async def test_starter_tutorial_index_built_through_accel(starter, llama_settings, pydoc_dir, llm_proxy, questions) -> None:
+    """`accel.wrap(VectorStoreIndex).from_documents(...)`: the tutorial's indexing call with the
+    embedding on accel's engine builds the index stock builds (ids aside: the reader draws uuids)."""
+    from llama_index.core import VectorStoreIndex
+
+    import numpy as np
+
+    stock_index, stock_engine, _ = starter
+    wrapped_class = accel.wrap(VectorStoreIndex)
+    assert "Embed (micro-batched)" in wrapped_class.explain(), wrapped_class.explain()
+    index, query_engine, _ = li_starter.build(str(pydoc_dir), wrapped_class)
+    assert type(index) is VectorStoreIndex
+
+    def nodes(ix):
+        data = ix.vector_store.data
+        stored = sorted(ix.docstore.docs.values(), key=lambda n: n.get_content())
+        return [(n.get_content(), n.metadata, data.embedding_dict[n.node_id]) for n in stored]
+
+    mine, theirs = nodes(index), nodes(stock_index)
+    assert len(mine) == len(theirs) > 4
+    for (text, meta, vec), (s_text, s_meta, s_vec) in zip(mine, theirs, strict=True):
+        assert (text, meta) == (s_text, s_meta) and np.allclose(vec, s_vec, atol=1e-5)
+    for q in questions:
+        s, o = stock_engine.query(q), query_engine.query(q)
+        assert o.response == s.response
+        assert [n.get_content() for n in o.source_nodes] == [n.get_content() for n in s.source_nodes]
+        assert [n.score for n in o.source_nodes] == pytest.approx([n.score for n in s.source_nodes], abs=1e-5)
+
+
 async def test_starter_tutorial_reloaded_index(starter, llm_proxy, questions, tmp_path) -> None:
     index, _, _ = starter
     query_engine = li_starter.persist_and_reload(index, str(tmp_path / "storage"))

@@ -50,7 +50,7 @@ def configure(api_base: str, model: str, embed_model_path: str) -> None:
     Settings.llm = local_llm(api_base, model)
 
 
-def build(data_dir: str):
+def build(data_dir: str, VectorStoreIndex=VectorStoreIndex):  # noqa: N803 (the class, or a drop-in for it)
     # Create a RAG tool using LlamaIndex
     documents = SimpleDirectoryReader(data_dir).load_data()
     index = VectorStoreIndex.from_documents(
