@@ -10,7 +10,9 @@ With its LLM bound to a vLLM server, query generation is decode-pipelined:
 so the first generated query is embedded and searched while the next ones decode, and the
 decode is aborted once the retriever has the `num_queries - 1` lines it keeps. Otherwise the
 generation stays the retriever's own call (an opaque Call) and all queries share one Embed and
-one Search per sub-retriever. Either way, the queries and the fused nodes are the stock ones.
+one Search per sub-retriever. Either way, the queries and the fused nodes are the stock ones,
+and the nodes report the retriever's spans and events as they run (`events`): the fusion's
+`retrieve`, the generation's `complete`, and each query's sub-retrieval with its embedding.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 from accel.ir import CallOp, GraphBuilder, ItemsOp, Kind, Ref
 from accel.passes.streams import pipeline_from
 
+from . import events
 from .bindings import Unbound, bind_embedding, bind_llm, bind_vector_store
 from .query_lines import QueryLinesOp, query_prompt
 
@@ -48,8 +51,9 @@ def lower_fusion(b: GraphBuilder, retriever: Any, query: Ref, session: Any, scor
     hits: dict[str, Ref] = {}
     for i, (sub, embed, search) in enumerate(bound):
         s = b.scope(f"r{i}")
+        hooks = events.EmbedHooks(sub._embed_model, embed.query_request, "queries", sub=(sub, i))
         vectors = s.add(Kind.EMBED, "embed", engine=embed.engine.bind(session), inputs={"queries": queries},
-                        op=ItemsOp("queries", request=lambda text, _v, embed=embed: embed.query_request(text)))
+                        op=ItemsOp("queries", request=hooks.request, result=hooks.result))
         k = sub._similarity_top_k
         hits[f"r{i}"] = s.add(Kind.SEARCH, "search", engine=search.engine.bind(session), inputs={"vectors": vectors},
                               op=ItemsOp("vectors", request=lambda vector, _v, search=search, k=k: search.request(vector, k)))
@@ -59,8 +63,9 @@ def lower_fusion(b: GraphBuilder, retriever: Any, query: Ref, session: Any, scor
         results = {}
         for j, text in enumerate(queries):
             for i, sub in enumerate(subs):
-                results[(text, i)] = scored_nodes(sub, hits_by_retriever[f"r{i}"][j])
-        return _fuse(retriever, results)
+                nodes = scored_nodes(sub, hits_by_retriever[f"r{i}"][j])
+                results[(text, i)] = events.retrieval_ended(nodes, key=("sub", i, text))
+        return events.retrieval_ended(_fuse(retriever, results))
 
     fused = b.add(Kind.CALL, "fuse", inputs={"queries": queries, **hits}, op=CallOp(fuse))
     if streamed:
@@ -72,10 +77,20 @@ def _expand(b: GraphBuilder, retriever: Any, query: Ref, session: Any) -> tuple[
     """The query list: a streamed decode when the retriever's LLM is bound, else its own call."""
     llm = bind_llm(retriever._llm) if retriever.num_queries > 1 else None
     if llm is None or isinstance(llm, Unbound) or llm.fill_max_tokens:
-        return b.add(Kind.CALL, "expand", inputs={"query": query}, op=CallOp(lambda query: _queries(retriever, query))), False
-    prompt = b.add(Kind.CALL, "expand.prompt", inputs={"query": query},
-                   op=CallOp(lambda query: query_prompt(retriever, query, llm.chat), blocking=False))
-    op = QueryLinesOp(llm.params, retriever.num_queries - 1)
+
+        def expand(query: str) -> list[str]:
+            events.retrieval_started(retriever)
+            with events.under("retrieve"):
+                return _queries(retriever, query)
+
+        return b.add(Kind.CALL, "expand", inputs={"query": query}, op=CallOp(expand)), False
+
+    def expand_prompt(query: str) -> str | list[dict[str, str]]:
+        events.retrieval_started(retriever)
+        return query_prompt(retriever, query, llm.chat)
+
+    prompt = b.add(Kind.CALL, "expand.prompt", inputs={"query": query}, op=CallOp(expand_prompt, blocking=False))
+    op = QueryLinesOp(llm.params, retriever.num_queries - 1, retriever._llm)
     return b.add(Kind.PARTIAL_DECODE, "expand", engine=llm.engine.bind(session), inputs={"prompt": prompt, "query": query},
                  attrs={"streams": True, "params": llm.params}, op=op), True
 

@@ -1,10 +1,11 @@
 """Prefill ops that render a prompt exactly as `llm.predict(template, **kwargs)` would.
 
 Rendering goes through LlamaIndex's own `_get_prompt` / `_get_messages`, so the text sent to
-the engine is the stock text by construction. Separately, `prompt_parts` splits the selected
-template into static text and slots; the prefill-split pass uses those parts only to warm the
-prefix cache, so a part that does not match the real render costs a useless warm-up, never a
-different answer.
+the engine is the stock text by construction; it also opens the call's LlamaIndex spans and
+events (`events.llm_started`), which its Decode closes. Separately, `prompt_parts` splits the
+selected template into static text and slots; the prefill-split pass uses those parts only to
+warm the prefix cache, so a part that does not match the real render costs a useless warm-up,
+never a different answer.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import Any
 
 from accel.engines.errors import EngineError
 from accel.ir import Slot
+
+from . import events
 
 QUERY_PORT = "query"
 _FIELD = re.compile(r"\{([^{}]+)\}")  # LlamaIndex's SafeFormatter pattern
@@ -45,7 +48,9 @@ class LlamaPromptOp:
     def compute(self, values: dict[str, Any]) -> str | list[dict[str, str]]:
         template = self.template.partial_format(query_str=values[QUERY_PORT])
         kwargs = {port: value for port, value in values.items() if port != QUERY_PORT}
-        return render(self.llm, template, self.chat, kwargs)
+        prompt = render(self.llm, template, self.chat, kwargs)
+        events.llm_started(self.llm, prompt, template=template, template_args=kwargs)
+        return prompt
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,10 @@ class RefinePromptOp:
         repacked = self.prompt_helper.repack(template, [values["context_msg"]], llm=self.llm)
         if len(repacked) != 1:
             raise PlanMismatch("llamaindex", f"a refine chunk repacks into {len(repacked)} prompts", "answered by stock code")
-        return render(self.llm, template, self.chat, {"context_msg": repacked[0]})
+        kwargs = {"context_msg": repacked[0]}
+        prompt = render(self.llm, template, self.chat, kwargs)
+        events.llm_started(self.llm, prompt, template=template, template_args=kwargs)
+        return prompt
 
 
 def prompt_parts(llm: Any, template: Any, chat: bool) -> list[Any] | None:

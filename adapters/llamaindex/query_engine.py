@@ -1,10 +1,10 @@
 """`WrappedQueryEngine`: a `RetrieverQueryEngine` replayed on accel's shared runtime.
 
 It is a `BaseQueryEngine`, so `query` / `aquery` keep LlamaIndex's own entry points (query
-spans, QueryStart/End events, callback traces); retrieval and synthesis events are dispatched
-around the accelerated stages as the stock engine dispatches them. Inputs accel does not
-lower (a QueryBundle with its own embedding or embedding strings) and plans that do not fit a
-query (`PlanMismatch`) are answered by the stock engine's code.
+spans, QueryStart/End events, callback traces); the spans and events of retrieval, embedding,
+reranking, synthesis and LLM calls are reported by the lowered stages as they run (`events`).
+Inputs accel does not lower (a QueryBundle with its own embedding or embedding strings) and
+plans that do not fit a query (`PlanMismatch`) are answered by the stock engine's code.
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ from typing import Any
 
 import llama_index.core.instrumentation as instrument
 from llama_index.core.base.base_query_engine import BaseQueryEngine
-from llama_index.core.instrumentation.events.retrieval import RetrievalEndEvent, RetrievalStartEvent
-from llama_index.core.instrumentation.events.synthesis import SynthesizeEndEvent, SynthesizeStartEvent
 from llama_index.core.schema import MetadataMode, QueryBundle
 
 from accel.ir import GraphBuilder
@@ -24,6 +22,7 @@ from accel.passes import PassContext
 
 from accel.engines.errors import PromptTooLong
 
+from . import events
 from .bindings import Unbound, bind_llm
 from .errors import stock_error
 from .prompts import PlanMismatch
@@ -97,31 +96,29 @@ class WrappedQueryEngine(BaseQueryEngine):
     @dispatcher.span
     def _query(self, query_bundle: QueryBundle) -> Any:
         try:
-            return self._query_lowered(query_bundle)
+            with events.traced(query_bundle, asynchronous=False):
+                return self._query_lowered(query_bundle)
         except PromptTooLong as err:
             raise stock_error(err) from err
 
     @dispatcher.span
     async def _aquery(self, query_bundle: QueryBundle) -> Any:
         try:
-            return await self._aquery_lowered(query_bundle)
+            with events.traced(query_bundle, asynchronous=True):
+                return await self._aquery_lowered(query_bundle)
         except PromptTooLong as err:
             raise stock_error(err) from err
 
     def _query_lowered(self, query_bundle: QueryBundle) -> Any:
         if not self._lowerable(query_bundle):
             return self._original._query(query_bundle)
-        dispatcher.event(RetrievalStartEvent(str_or_query_bundle=query_bundle))
         nodes = self._session.run(self._retrieval_template(), {"query": query_bundle.query_str})
-        dispatcher.event(RetrievalEndEvent(str_or_query_bundle=query_bundle, nodes=nodes))
         return self._drive_sync(query_bundle, nodes)
 
     async def _aquery_lowered(self, query_bundle: QueryBundle) -> Any:
         if not self._lowerable(query_bundle):
             return await self._original._aquery(query_bundle)
-        dispatcher.event(RetrievalStartEvent(str_or_query_bundle=query_bundle))
         nodes = await self._session.arun(self._retrieval_template(), {"query": query_bundle.query_str})
-        dispatcher.event(RetrievalEndEvent(str_or_query_bundle=query_bundle, nodes=nodes))
         return await self._drive_async(query_bundle, nodes)
 
     def _synthesis_steps(self, query_bundle: QueryBundle, nodes: list[Any]) -> Generator[Any, Any, Any] | None:
@@ -135,10 +132,11 @@ class WrappedQueryEngine(BaseQueryEngine):
         steps = self._synthesis_steps(query_bundle, nodes)
         if steps is None:
             return synth.synthesize(query=query_bundle, nodes=nodes)
-        dispatcher.event(SynthesizeStartEvent(query=query_bundle))
+        events.synthesis_started(synth, query_bundle, nodes)
         try:
             text = _run_steps(steps, self._run_step)
-        except PlanMismatch:
+        except PlanMismatch as err:
+            events.synthesis_abandoned(err)
             return synth.synthesize(query=query_bundle, nodes=nodes)
         return self._respond(query_bundle, text, nodes)
 
@@ -147,14 +145,15 @@ class WrappedQueryEngine(BaseQueryEngine):
         steps = self._synthesis_steps(query_bundle, nodes)
         if steps is None:
             return await synth.asynthesize(query=query_bundle, nodes=nodes)
-        dispatcher.event(SynthesizeStartEvent(query=query_bundle))
+        events.synthesis_started(synth, query_bundle, nodes)
         try:
             step = next(steps)
             while True:
                 step = steps.send(await self._arun_step(step))
         except StopIteration as done:
             text = done.value
-        except PlanMismatch:
+        except PlanMismatch as err:
+            events.synthesis_abandoned(err)
             return await synth.asynthesize(query=query_bundle, nodes=nodes)
         return self._respond(query_bundle, text, nodes)
 
@@ -172,7 +171,7 @@ class WrappedQueryEngine(BaseQueryEngine):
 
     def _respond(self, query_bundle: QueryBundle, text: Any, nodes: list[Any]) -> Any:
         response = self._original._response_synthesizer._prepare_response_output(text, list(nodes))
-        dispatcher.event(SynthesizeEndEvent(query=query_bundle, response=response))
+        events.synthesis_ended(query_bundle, response)
         return response
 
     # ---- prompts and explain --------------------------------------------------------------------

@@ -18,6 +18,8 @@ from typing import Any
 
 from accel.engines.base import GenerationChunk, GenerationRequest, SamplingParams
 
+from . import events
+
 QUERY_PORT = "query"
 
 
@@ -66,30 +68,38 @@ def query_prompt(retriever: Any, query: str, chat: bool) -> str | list[dict[str,
 class QueryLinesOp:
     """PartialDecode of the query-generation call. Items (one-element slices): the original
     query first, then each generated query as its line completes, at most `limit` of them; the
-    stream is closed (the request aborted) once the retriever has all the lines it keeps."""
+    stream is closed (the request aborted) once the retriever has all the lines it keeps.
+    `llm` (the retriever's) names the `complete` call in LlamaIndex's events; its end event
+    carries the text generated until then."""
 
     params: SamplingParams
     limit: int
+    llm: Any
 
     def requests(self, values: dict[str, Any]) -> list[GenerationRequest]:
         prompt = values["prompt"]
+        events.llm_started(self.llm, prompt, parent="retrieve")
         if isinstance(prompt, str):
             return [GenerationRequest(prompt=prompt, params=self.params)]
         return [GenerationRequest(messages=list(prompt), params=self.params)]
 
     async def stream(self, values: dict[str, Any], chunks: AsyncIterator[GenerationChunk]) -> AsyncIterator[list[str]]:
         yield [values[QUERY_PORT]]
-        lines, emitted = QueryLines(), 0
+        lines, emitted, text = QueryLines(), 0, []
         async with aclosing(chunks) as source:
             async for chunk in source:
+                text.append(chunk.delta)
                 for item in lines.feed(chunk.delta):
                     yield [item]
                     emitted += 1
                     if emitted == self.limit:
+                        events.llm_ended(values["prompt"], "".join(text))
                         return
+        events.llm_ended(values["prompt"], "".join(text))
         for item in lines.close()[: self.limit - emitted]:
             yield [item]
 
     def output(self, values: dict[str, Any], results: list[Any]) -> list[list[str]]:
         (generation,) = results
+        events.llm_ended(values["prompt"], generation.text)
         return [[values[QUERY_PORT]], *([q] for q in parse_queries(generation.text, self.limit))]

@@ -5,6 +5,8 @@
 Embed, Search and Rerank go to shared engines, so they batch across concurrent queries. What
 LlamaIndex does around them (rebuilding nodes from rows, ordering by score, other
 postprocessors) is its own code, called unchanged, so the nodes and scores are the stock ones.
+The nodes report the retriever's, embedding's and reranker's spans and events as they run
+(`events`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from accel.ir import CallOp, GraphBuilder, ItemsOp, Kind, Ref
 
+from . import events
 from .bindings import Unbound, bind_embedding, bind_reranker, bind_vector_store, hits_to_result
 from .fusion import is_fusion, lower_fusion
 from .prompts import QUERY_PORT
@@ -67,25 +70,43 @@ def _lower_retriever(plan: RetrievalPlan, b: GraphBuilder, query: Ref, session: 
     search = bind_vector_store(retriever._vector_store, retriever)
     if isinstance(search, Unbound):
         plan.opaque.append(search)
-        return b.add(Kind.CALL, "search", inputs={"query": query, "vectors": vectors},
-                     op=CallOp(lambda query, vectors: retriever._get_nodes_with_embeddings(_bundle(query, vectors[0]))))
+
+        def store_search(query: str, vectors: list[list[float]]) -> list[Any]:
+            with events.under("retrieve"):
+                return events.retrieval_ended(retriever._get_nodes_with_embeddings(_bundle(query, vectors[0])))
+
+        return b.add(Kind.CALL, "search", inputs={"query": query, "vectors": vectors}, op=CallOp(store_search))
     plan.lowered.append(f"PGVectorStore search (k={k}) -> Search on {search.collection}")
     hits = b.add(Kind.SEARCH, "search", engine=search.engine.bind(session), inputs={"vectors": vectors},
                  op=ItemsOp("vectors", request=lambda vector, _values: search.request(vector, k)))
-    return b.add(Kind.CALL, "nodes", inputs={"hits": hits}, op=CallOp(lambda hits: _scored_nodes(retriever, hits[0])))
+    return b.add(Kind.CALL, "nodes", inputs={"hits": hits},
+                 op=CallOp(lambda hits: events.retrieval_ended(_scored_nodes(retriever, hits[0]))))
 
 
 def _lower_embed(plan: RetrievalPlan, b: GraphBuilder, query: Ref, session: Any) -> Ref:
-    embed_model = plan.retriever._embed_model
+    """The query's vector; the retriever's `retrieve` span opens here, the first node."""
+    retriever = plan.retriever
+    embed_model = retriever._embed_model
     binding = bind_embedding(embed_model)
     if isinstance(binding, Unbound):
         plan.opaque.append(binding)
-        return b.add(Kind.CALL, "embed", inputs={"query": query},
-                     op=CallOp(lambda query: [embed_model.get_agg_embedding_from_queries([query])]))
+
+        def embed(query: str) -> list[list[float]]:
+            events.retrieval_started(retriever)
+            with events.under("retrieve"):
+                return [embed_model.get_agg_embedding_from_queries([query])]
+
+        return b.add(Kind.CALL, "embed", inputs={"query": query}, op=CallOp(embed))
     plan.lowered.append(f"{type(embed_model).__name__} -> Embed")
-    texts = b.add(Kind.CALL, "texts", inputs={"query": query}, op=CallOp(lambda query: [query], blocking=False))
-    return b.add(Kind.EMBED, "embed", engine=binding.engine.bind(session), inputs={"texts": texts},
-                 op=ItemsOp("texts", request=lambda text, _values: binding.query_request(text)))
+
+    def texts(query: str) -> list[str]:
+        events.retrieval_started(retriever)
+        return [query]
+
+    hooks = events.EmbedHooks(embed_model, binding.query_request, "texts")
+    texts_ref = b.add(Kind.CALL, "texts", inputs={"query": query}, op=CallOp(texts, blocking=False))
+    return b.add(Kind.EMBED, "embed", engine=binding.engine.bind(session), inputs={"texts": texts_ref},
+                 op=ItemsOp("texts", request=hooks.request, result=hooks.result))
 
 
 def _lower_postprocessor(plan: RetrievalPlan, b: GraphBuilder, postprocessor: Any, query: Ref, nodes: Ref,
@@ -99,11 +120,17 @@ def _lower_postprocessor(plan: RetrievalPlan, b: GraphBuilder, postprocessor: An
         return b.add(Kind.CALL, "run", inputs={"query": query, "nodes": nodes},
                      op=CallOp(lambda query, nodes: postprocessor.postprocess_nodes(nodes, query_bundle=_bundle(query))))
     plan.lowered.append(f"SentenceTransformerRerank(top_n={binding.top_n}) -> Rerank")
-    pairs = b.add(Kind.CALL, "pairs", inputs={"query": query, "nodes": nodes}, op=CallOp(_rerank_pairs, blocking=False))
-    scores = b.add(Kind.RERANK, "rerank", engine=binding.engine.bind(session), inputs={"pairs": pairs}, op=ItemsOp("pairs"))
-    return b.add(Kind.CALL, "top_n", inputs={"nodes": nodes, "scores": scores},
-                 op=CallOp(lambda nodes, scores: _apply_scores(nodes, scores, binding.top_n, binding.keep_retrieval_score),
-                           blocking=False))
+
+    def pairs(query: str, nodes: list[Any]) -> list[tuple[str, str]]:
+        events.rerank_started(postprocessor, nodes)
+        return _rerank_pairs(query, nodes)
+
+    def top_n(nodes: list[Any], scores: list[float]) -> list[Any]:
+        return events.rerank_ended(postprocessor, _apply_scores(nodes, scores, binding.top_n, binding.keep_retrieval_score))
+
+    pairs_ref = b.add(Kind.CALL, "pairs", inputs={"query": query, "nodes": nodes}, op=CallOp(pairs, blocking=False))
+    scores = b.add(Kind.RERANK, "rerank", engine=binding.engine.bind(session), inputs={"pairs": pairs_ref}, op=ItemsOp("pairs"))
+    return b.add(Kind.CALL, "top_n", inputs={"nodes": nodes, "scores": scores}, op=CallOp(top_n, blocking=False))
 
 
 def _bundle(query: str, embedding: list[float] | None = None) -> Any:

@@ -24,6 +24,7 @@ from typing import Any
 from accel.engines.base import GenerationRequest
 from accel.ir import CallOp, DecodeOp, GatherOp, GraphBuilder, Kind, Ref
 
+from . import events
 from .bindings import LLMBinding, Unbound
 from .prompts import QUERY_PORT, LlamaPromptOp, PlanMismatch, RefinePromptOp, prompt_parts
 from .streaming import StreamedRun
@@ -83,7 +84,7 @@ class SynthesisPlan:
         if parts is not None:
             attrs["prompt_parts"] = parts
         prompt = b.add(Kind.PREFILL, f"{name}.prefill", inputs=inputs, attrs=attrs, op=op)
-        decode: Any = DecodeOp(params=self.binding.params)
+        decode: Any = events.PredictDecodeOp(params=self.binding.params)
         if self.binding.fill_max_tokens:
             decode = FillDecodeOp(decode, self.engine())
         return b.add(Kind.DECODE, f"{name}.decode", engine=self.engine_name, inputs={"prompt": prompt},
@@ -162,6 +163,7 @@ class SynthesisPlan:
                 if len(chunks) == 1:
                     return outputs[0]
                 texts = outputs
+                events.level_started(synth, query, texts)
         raise PlanMismatch("llamaindex", f"no lowering for {kind}", "answered by stock code")
 
     def _refine_chunks(self, query: str, texts: list[str]) -> list[str]:
@@ -171,6 +173,7 @@ class SynthesisPlan:
         synth = self.synthesizer
         if self.kind == "CompactAndRefine":
             texts = synth._make_compact_text_chunks(query, texts)
+        events.response_started(synth, query, texts)
         max_prompt = get_biggest_prompt([synth._text_qa_template, synth._refine_template])
         return [tc for text in texts for tc in synth._prompt_helper.repack(
             max_prompt, [text], llm=self.llm, padding=synth._response_padding_size)]

@@ -96,10 +96,16 @@ def llm_bodies(proxy: RecordingProxy) -> list[dict[str, Any]]:
 
 
 class Recorder:
+    """Event names (`events`), and in dispatch order (`log`) every event and every span
+    entered ("enter", id, parent id), exited ("exit", id) or dropped ("drop", id)."""
+
     def __init__(self) -> None:
         from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+        from llama_index.core.instrumentation.span import SimpleSpan
+        from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
 
         events: list[str] = []
+        log: list[tuple[Any, ...]] = []
 
         class Handler(BaseEventHandler):
             @classmethod
@@ -108,13 +114,42 @@ class Recorder:
 
             def handle(self, event: Any, **kwargs: Any) -> None:
                 events.append(event.class_name())
+                log.append(("event", event))
+
+        class Spans(BaseSpanHandler[SimpleSpan]):
+            @classmethod
+            def class_name(cls) -> str:
+                return "AccelTestSpans"
+
+            def new_span(self, id_: str, bound_args: Any, instance: Any = None, parent_span_id: str | None = None,
+                         tags: Any = None, **kwargs: Any) -> SimpleSpan:
+                log.append(("enter", id_, parent_span_id))
+                return SimpleSpan(id_=id_, parent_id=parent_span_id)
+
+            def prepare_to_exit_span(self, id_: str, bound_args: Any, instance: Any = None, result: Any = None,
+                                     **kwargs: Any) -> SimpleSpan | None:
+                log.append(("exit", id_))
+                return self.open_spans.get(id_)
+
+            def prepare_to_drop_span(self, id_: str, bound_args: Any, instance: Any = None, err: Any = None,
+                                     **kwargs: Any) -> SimpleSpan | None:
+                log.append(("drop", id_))
+                return self.open_spans.get(id_)
 
         self.events = events
+        self.log = log
         self.handler = Handler()
+        self.spans = Spans()
 
     def take(self) -> list[str]:
         """The event names seen since the last take."""
         taken = list(self.events)
+        self.events.clear()
+        return taken
+
+    def take_log(self) -> list[tuple[Any, ...]]:
+        taken = list(self.log)
+        self.log.clear()
         self.events.clear()
         return taken
 
@@ -126,7 +161,9 @@ def recorder():
     root = instrument.get_dispatcher()
     recorder = Recorder()
     root.add_event_handler(recorder.handler)
+    root.add_span_handler(recorder.spans)
     try:
         yield recorder
     finally:
         root.event_handlers.remove(recorder.handler)
+        root.span_handlers.remove(recorder.spans)

@@ -1,9 +1,12 @@
-"""LlamaIndex instrumentation still sees the query, retrieval and synthesis events; bad input
-fails as stock fails, without hanging and without touching other queries."""
+"""LlamaIndex instrumentation sees what it sees on the stock engine: the same events, with the
+same payloads, in spans named and nested as stock's (every span closed); bad input fails as
+stock fails, without hanging and without touching other queries."""
 
 from __future__ import annotations
 
 import asyncio
+from collections import Counter, defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -12,15 +15,163 @@ import accel
 
 from .conftest import Recorder, make_llm
 
+QUESTION = "music at dawn"
+TREE_WINDOW = 110
+
+
+@dataclass(frozen=True)
+class Fired:
+    """An event and the methods of its span and that span's ancestors, outermost first."""
+
+    event: Any
+    path: tuple[str, ...]
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.event.class_name(), self.path[-1]
+
+
+def _method(span_id: str) -> str:
+    """`Class.method` of a span id (`Class.method-<uuid>`); the wrapper named as the stock engine."""
+    return span_id[: -len("-00000000-0000-0000-0000-000000000000")].replace("WrappedQueryEngine", "RetrieverQueryEngine")
+
+
+def event_tree(log: list[tuple[Any, ...]]) -> list[Fired]:
+    """The events of a query with their span paths, checking that the tree is coherent: a span
+    enters under an open parent, an event fires in an open span, every span exits."""
+    open_spans: dict[str, str | None] = {}
+    fired = []
+    for entry in log:
+        if entry[0] == "enter":
+            assert entry[2] is None or entry[2] in open_spans, f"{entry[1]} entered under a closed span"
+            open_spans[entry[1]] = entry[2]
+        elif entry[0] in ("exit", "drop"):
+            assert entry[0] == "exit", f"{entry[1]} dropped"
+            del open_spans[entry[1]]
+        else:
+            event, path, span = entry[1], [], entry[1].span_id
+            assert span in open_spans, f"{event.class_name()} fired outside an open span"
+            while span is not None:
+                path.append(_method(span))
+                span = open_spans[span]
+            fired.append(Fired(event, tuple(reversed(path))))
+    assert not open_spans, f"spans left open: {list(open_spans)}"
+    return fired
+
+
+def nests_like(ours: tuple[str, ...], stock: tuple[str, ...]) -> bool:
+    """Our span path is stock's with some of its inner spans left out (e.g. `_retrieve`)."""
+    remaining = iter(stock)
+    return all(method in remaining for method in ours)
+
+
+def per_span(fired: list[Fired]) -> Counter:
+    """Each span's events in order: the ordering that holds when accel runs side by side what
+    stock runs one after the other."""
+    spans: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for f in fired:
+        spans[(f.event.span_id, f.path[-1])].append(f.key[0])
+    return Counter((method, tuple(names)) for (_, method), names in spans.items())
+
+
+def payload(event: Any) -> Any:
+    """What a handler reads from each event, in comparable form (vectors and scores rounded)."""
+    name = event.class_name()
+    nodes = [(n.node.node_id, round(float(n.score or 0), 3)) for n in getattr(event, "nodes", None) or []]
+    fields: dict[str, Any] = {
+        "QueryStartEvent": lambda: str(event.query),
+        "QueryEndEvent": lambda: str(event.response),
+        "RetrievalStartEvent": lambda: str(event.str_or_query_bundle),
+        "RetrievalEndEvent": lambda: (str(event.str_or_query_bundle), nodes),
+        "EmbeddingStartEvent": lambda: event.model_dict,
+        "EmbeddingEndEvent": lambda: (event.chunks, [[round(x, 4) for x in v] for v in event.embeddings]),
+        "SynthesizeStartEvent": lambda: str(event.query),
+        "SynthesizeEndEvent": lambda: (str(event.query), str(event.response)),
+        "GetResponseStartEvent": lambda: (event.query_str, event.text_chunks),
+        "LLMPredictStartEvent": lambda: (event.template.format(**event.template_args), event.template_args),
+        "LLMPredictEndEvent": lambda: event.output,
+        "LLMCompletionStartEvent": lambda: (event.prompt, event.additional_kwargs, event.model_dict),
+        "LLMCompletionEndEvent": lambda: (event.prompt, event.response.text),
+        "LLMChatStartEvent": lambda: ([(m.role, m.content) for m in event.messages], event.model_dict),
+        "LLMChatEndEvent": lambda: ([(m.role, m.content) for m in event.messages], event.response.message.content),
+    }
+    return name, fields.get(name, lambda: None)()
+
+
+def _engine(pattern: str, index: Any, llm: Any, reranker_dir: Any, make: Any) -> Any:
+    """The app of `pattern`; `make(**options)` makes an LLM with other options."""
+    from llama_index.core.postprocessor import SentenceTransformerRerank
+    from llama_index.core.query_engine import RetrieverQueryEngine
+    from llama_index.core.retrievers import QueryFusionRetriever
+
+    if pattern == "compact_rerank":
+        rerank = SentenceTransformerRerank(model=str(reranker_dir), top_n=2, device="cpu")
+        return index.as_query_engine(llm=llm, similarity_top_k=3, node_postprocessors=[rerank])
+    if pattern == "chat_compact":
+        return index.as_query_engine(llm=make(is_chat_model=True), similarity_top_k=2)
+    if pattern == "tree_levels":  # a window too small for all chunks: summaries of summaries
+        return index.as_query_engine(llm=make(context_window=TREE_WINDOW), similarity_top_k=5, response_mode="tree_summarize")
+    if pattern == "fusion":
+        fusion = QueryFusionRetriever([index.as_retriever(similarity_top_k=3)], llm=llm, num_queries=3,
+                                      similarity_top_k=3, use_async=False)
+        return RetrieverQueryEngine.from_args(fusion, llm=llm)
+    return index.as_query_engine(llm=llm, similarity_top_k=3, response_mode=pattern)
+
+
+async def _traces(pattern: str, pg_index: Any, llm: Any, reranker_dir: Any, llm_proxy: Any, vllm_server: Any,
+                  recorder: Recorder) -> list[tuple[str, list[Fired], list[Fired]]]:
+    """(entry point, stock's events, accel's events) for `query` and `aquery` of one app."""
+    engine = _engine(pattern, pg_index, llm, reranker_dir, lambda **options: make_llm(llm_proxy, vllm_server, **options))
+    fast = accel.wrap(engine)
+    fast.query(QUESTION)  # warm: the first query builds templates and starts engines
+    recorder.take_log()
+    runs = []
+    for entry in ("query", "aquery"):
+        logs = []
+        for app in (engine, fast):
+            result = app.query(QUESTION) if entry == "query" else await app.aquery(QUESTION)
+            assert result.response
+            logs.append(event_tree(recorder.take_log()))
+        runs.append((entry, *logs))
+    return runs
+
 
 @pytest.mark.engines
-def test_query_events_fire(pg_index: Any, llm: Any, recorder: Recorder) -> None:
-    fast = accel.wrap(pg_index.as_query_engine(llm=llm, similarity_top_k=2))
-    fast.query("music at dawn")
-    for name in ("QueryStartEvent", "RetrievalStartEvent", "RetrievalEndEvent", "SynthesizeStartEvent",
-                 "SynthesizeEndEvent", "QueryEndEvent"):
-        assert name in recorder.events, name
-    assert recorder.events.index("RetrievalEndEvent") < recorder.events.index("SynthesizeStartEvent")
+@pytest.mark.parametrize("pattern", ["compact_rerank", "chat_compact", "refine", "tree_summarize"])
+async def test_events_and_spans_as_stock(pattern: str, pg_index: Any, llm: Any, reranker_dir: Any, llm_proxy: Any,
+                                         vllm_server: Any, recorder: Recorder) -> None:
+    """One LLM call at a time, as stock: the same events in the same order, each in a span of
+    the same method, nested as stock's (some inner spans left out), with the same payloads."""
+    for entry, stock, ours in await _traces(pattern, pg_index, llm, reranker_dir, llm_proxy, vllm_server, recorder):
+        assert [f.key for f in ours] == [f.key for f in stock], entry
+        for mine, theirs in zip(ours, stock, strict=True):
+            assert nests_like(mine.path, theirs.path), (entry, mine.path, theirs.path)
+            assert payload(mine.event) == payload(theirs.event), entry
+    assert {"EmbeddingEndEvent", "LLMPredictEndEvent", "SynthesizeEndEvent"} <= {f.key[0] for f in ours}
+
+
+@pytest.mark.engines
+@pytest.mark.parametrize("pattern", ["fusion", "tree_levels"])
+async def test_events_and_spans_as_stock_up_to_overlap(pattern: str, pg_index: Any, llm: Any, reranker_dir: Any,
+                                                       llm_proxy: Any, vllm_server: Any, recorder: Recorder) -> None:
+    """Calls stock makes one after the other and accel side by side: a fusion retriever's
+    sub-retrievals run while the next queries decode, a tree level's summaries together. The
+    same events in spans of the same methods, nested as stock's, each span's events in stock's
+    order, the same payloads; the query generation's end event carries the text decoded until
+    the retriever had all its queries (the rest is not generated)."""
+    for entry, stock, ours in await _traces(pattern, pg_index, llm, reranker_dir, llm_proxy, vllm_server, recorder):
+        assert Counter(f.key for f in ours) == Counter(f.key for f in stock), entry
+        assert per_span(ours) == per_span(stock), entry
+        for mine in ours:
+            assert any(nests_like(mine.path, t.path) for t in stock if t.key == mine.key), (entry, mine.path)
+        ended = [f.event for f in ours if f.key[0] == "LLMCompletionEndEvent" and "QueryFusionRetriever" in f.path[-2]]
+        stock_ended = [f.event for e in ended for f in stock if f.key[0] == "LLMCompletionEndEvent" and f.event.prompt == e.prompt]
+        assert len(ended) == len(stock_ended) == (pattern == "fusion")
+        assert all(theirs.response.text.startswith(mine.response.text) for mine, theirs in zip(ended, stock_ended))
+        assert sorted(repr(payload(f.event)) for f in ours if f.event not in ended) == \
+            sorted(repr(payload(f.event)) for f in stock if f.event not in stock_ended), entry
+    if pattern == "tree_levels":
+        assert sum(f.key[0] == "LLMPredictEndEvent" for f in ours) > 2  # two levels at least
 
 
 @pytest.mark.engines

@@ -54,7 +54,7 @@ async def test_op_streams_the_original_first_and_closes_after_the_last_kept_line
         finally:
             closed.append(True)
 
-    op = QueryLinesOp(SamplingParams(max_tokens=32), limit=2)
+    op = QueryLinesOp(SamplingParams(max_tokens=32), limit=2, llm=None)
     items = [item async for item in op.stream({"query": "original", "prompt": "p"}, deltas())]
     assert items == [["original"], ["alpha query"], ["beta query"]]
     assert closed == [True] and sent[-1] == " query\n"  # the rest of the decode is not awaited
