@@ -21,10 +21,12 @@ TREE_WINDOW = 110
 
 @dataclass(frozen=True)
 class Fired:
-    """An event and the methods of its span and that span's ancestors, outermost first."""
+    """An event, the methods of its span and that span's ancestors (outermost first), and the
+    id of the outermost one (its query's)."""
 
     event: Any
     path: tuple[str, ...]
+    root: str
 
     @property
     def key(self) -> tuple[str, str]:
@@ -49,12 +51,12 @@ def event_tree(log: list[tuple[Any, ...]]) -> list[Fired]:
             assert entry[0] == "exit", f"{entry[1]} dropped"
             del open_spans[entry[1]]
         else:
-            event, path, span = entry[1], [], entry[1].span_id
+            event, path, span, root = entry[1], [], entry[1].span_id, entry[1].span_id
             assert span in open_spans, f"{event.class_name()} fired outside an open span"
             while span is not None:
                 path.append(_method(span))
-                span = open_spans[span]
-            fired.append(Fired(event, tuple(reversed(path))))
+                root, span = span, open_spans[span]
+            fired.append(Fired(event, tuple(reversed(path)), root))
     assert not open_spans, f"spans left open: {list(open_spans)}"
     return fired
 
@@ -98,7 +100,7 @@ def payload(event: Any) -> Any:
     return name, fields.get(name, lambda: None)()
 
 
-def _engine(pattern: str, index: Any, llm: Any, reranker_dir: Any, make: Any) -> Any:
+def _engine(pattern: str, index: Any, llm: Any, reranker_dir: Any, make: Any, memory_index: Any = None) -> Any:
     """The app of `pattern`; `make(**options)` makes an LLM with other options."""
     from llama_index.core.postprocessor import SentenceTransformerRerank
     from llama_index.core.query_engine import RetrieverQueryEngine
@@ -107,6 +109,8 @@ def _engine(pattern: str, index: Any, llm: Any, reranker_dir: Any, make: Any) ->
     if pattern == "compact_rerank":
         rerank = SentenceTransformerRerank(model=str(reranker_dir), top_n=2, device="cpu")
         return index.as_query_engine(llm=llm, similarity_top_k=3, node_postprocessors=[rerank])
+    if pattern == "in_memory":  # the store searched by its own code, inside the lowered retriever
+        return memory_index.as_query_engine(llm=llm, similarity_top_k=2)
     if pattern == "chat_compact":
         return index.as_query_engine(llm=make(is_chat_model=True), similarity_top_k=2)
     if pattern == "tree_levels":  # a window too small for all chunks: summaries of summaries
@@ -119,9 +123,10 @@ def _engine(pattern: str, index: Any, llm: Any, reranker_dir: Any, make: Any) ->
 
 
 async def _traces(pattern: str, pg_index: Any, llm: Any, reranker_dir: Any, llm_proxy: Any, vllm_server: Any,
-                  recorder: Recorder) -> list[tuple[str, list[Fired], list[Fired]]]:
+                  recorder: Recorder, memory_index: Any = None) -> list[tuple[str, list[Fired], list[Fired]]]:
     """(entry point, stock's events, accel's events) for `query` and `aquery` of one app."""
-    engine = _engine(pattern, pg_index, llm, reranker_dir, lambda **options: make_llm(llm_proxy, vllm_server, **options))
+    engine = _engine(pattern, pg_index, llm, reranker_dir, lambda **options: make_llm(llm_proxy, vllm_server, **options),
+                     memory_index)
     fast = accel.wrap(engine)
     fast.query(QUESTION)  # warm: the first query builds templates and starts engines
     recorder.take_log()
@@ -137,12 +142,13 @@ async def _traces(pattern: str, pg_index: Any, llm: Any, reranker_dir: Any, llm_
 
 
 @pytest.mark.engines
-@pytest.mark.parametrize("pattern", ["compact_rerank", "chat_compact", "refine", "tree_summarize"])
-async def test_events_and_spans_as_stock(pattern: str, pg_index: Any, llm: Any, reranker_dir: Any, llm_proxy: Any,
-                                         vllm_server: Any, recorder: Recorder) -> None:
+@pytest.mark.parametrize("pattern", ["compact_rerank", "chat_compact", "refine", "tree_summarize", "in_memory"])
+async def test_events_and_spans_as_stock(pattern: str, pg_index: Any, memory_index: Any, llm: Any, reranker_dir: Any,
+                                         llm_proxy: Any, vllm_server: Any, recorder: Recorder) -> None:
     """One LLM call at a time, as stock: the same events in the same order, each in a span of
     the same method, nested as stock's (some inner spans left out), with the same payloads."""
-    for entry, stock, ours in await _traces(pattern, pg_index, llm, reranker_dir, llm_proxy, vllm_server, recorder):
+    traces = await _traces(pattern, pg_index, llm, reranker_dir, llm_proxy, vllm_server, recorder, memory_index)
+    for entry, stock, ours in traces:
         assert [f.key for f in ours] == [f.key for f in stock], entry
         for mine, theirs in zip(ours, stock, strict=True):
             assert nests_like(mine.path, theirs.path), (entry, mine.path, theirs.path)
@@ -172,6 +178,23 @@ async def test_events_and_spans_as_stock_up_to_overlap(pattern: str, pg_index: A
             sorted(repr(payload(f.event)) for f in stock if f.event not in stock_ended), entry
     if pattern == "tree_levels":
         assert sum(f.key[0] == "LLMPredictEndEvent" for f in ours) > 2  # two levels at least
+
+
+@pytest.mark.engines
+async def test_concurrent_queries_keep_their_own_span_trees(pg_index: Any, llm: Any, reranker_dir: Any,
+                                                            recorder: Recorder) -> None:
+    """Queries batched together report into their own trees: every event in an open span of its
+    own query, every span closed, each query's events those of one stock query."""
+    engine = _engine("compact_rerank", pg_index, llm, reranker_dir, None)
+    await engine.aquery(QUESTION)
+    stock = Counter(f.key for f in event_tree(recorder.take_log()))
+    fast = accel.wrap(engine)
+    questions = [QUESTION, "baking bread", "a bridge over water at night"]
+    await asyncio.gather(*(fast.aquery(q) for q in questions))
+    trees: dict[str, Counter] = defaultdict(Counter)
+    for f in event_tree(recorder.take_log()):
+        trees[f.root][f.key] += 1
+    assert list(trees.values()) == [stock] * len(questions)
 
 
 @pytest.mark.engines
