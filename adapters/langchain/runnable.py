@@ -89,7 +89,20 @@ class WrappedRunnable(Runnable[Any, Any]):
                 return await self.original.ainvoke(input, child)
 
     def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[Any]:
-        yield from self._transform_stream_with_config(iter([input]), self._stream, config, **kwargs)
+        # LangChain's wrapper does not close the generator it drives when it is closed itself
+        # (it reports the GeneratorExit to the callbacks, which may keep its traceback and so
+        # the generator alive): close ours here, so a `break` cancels the query at once.
+        opened: list[Iterator[Any]] = []
+
+        def transform(inputs: Iterator[Any], run_manager: Any, config: RunnableConfig) -> Iterator[Any]:
+            opened.append(self._stream(inputs, run_manager, config))
+            return opened[-1]
+
+        try:
+            yield from self._transform_stream_with_config(iter([input]), transform, config, **kwargs)
+        finally:
+            for generator in opened:
+                generator.close()
 
     async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
         async def one() -> AsyncIterator[Any]:
