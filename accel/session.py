@@ -21,6 +21,7 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextlib
+import contextvars
 import itertools
 import threading
 from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Iterator, Mapping
@@ -221,26 +222,27 @@ class Session:
             async for item in items:
                 yield item
 
-    def stream(self, template: Any, inputs: Mapping[str, Any]) -> Iterator[Any]:
+    def stream(self, template: Any, inputs: Mapping[str, Any], *, context: contextvars.Context | None = None) -> Iterator[Any]:
         """One query's `Delta`s then its `Final` (see `Runtime.stream`), for sync callers in any
-        thread but the session loop's. The query starts at the first `next`; closing the
-        iterator early cancels it and returns once its engine requests are aborted."""
+        thread but the session loop's. The query starts at the first `next`, in `context` (by
+        default the caller's then); closing the iterator early cancels it and returns once its
+        engine requests are aborted."""
         from accel.runtime.output_stream import relay_to_thread
 
         self._refuse_blocking("astream")
         inputs = dict(inputs)
-        return relay_to_thread(self.loop, lambda: self._stream(template, inputs))
+        return relay_to_thread(self.loop, lambda: self._stream(template, inputs), context)
 
-    async def astream(self, template: Any, inputs: Mapping[str, Any]) -> AsyncIterator[Any]:
+    async def astream(self, template: Any, inputs: Mapping[str, Any], *, context: contextvars.Context | None = None) -> AsyncIterator[Any]:
         """`stream` for async code on any loop; closing early or cancelling the consumer
         cancels the query."""
         from accel.runtime.output_stream import relay_to_loop
 
         loop, inputs = self.loop, dict(inputs)
-        if asyncio.get_running_loop() is loop:
+        if asyncio.get_running_loop() is loop and context is None:
             items = self._stream(template, inputs)
         else:
-            items = relay_to_loop(loop, lambda: self._stream(template, inputs))
+            items = relay_to_loop(loop, lambda: self._stream(template, inputs), context)
         async with contextlib.aclosing(items):
             async for item in items:
                 yield item

@@ -1,8 +1,8 @@
 """Reversible method patches that route a framework class's entry points through `accel.wrap`.
 
-Each framework object is wrapped once (cached by identity while it lives). Calls made by accel
-itself (opaque nodes in its `accel-*` worker threads, a wrapped object's stock fallback) go to
-the original methods, so nothing is accelerated twice or loops.
+Each framework object is wrapped once (cached by identity while it lives). Calls made inside a
+wrapped run (opaque steps, LangGraph nodes, tools) or marked `stock_call()` go to the original
+methods (`accel.scope`), so nothing is accelerated twice or loops.
 """
 
 from __future__ import annotations
@@ -31,9 +31,10 @@ class MethodPatch:
 
     def accelerated(self, obj: Any) -> Any | None:
         """The cached wrapped object, or None when this call must stay stock."""
-        from accel.adapters.common.bypass import in_stock_call
+        from accel.scope import current_run, in_stock_call
 
-        if not self._accept(obj) or in_stock_call() or threading.current_thread().name.startswith("accel-"):
+        # inside a wrapped run (opaque steps, nodes, tools) nested apps are part of that program
+        if not self._accept(obj) or in_stock_call() or current_run() is not None:
             return None
         with self._lock:
             entry = self._wrapped.get(id(obj))

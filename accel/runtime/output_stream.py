@@ -13,6 +13,7 @@ thread-safe handoffs (a `SimpleQueue`, `call_soon_threadsafe`), so nothing polls
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import contextlib
 import queue
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -68,15 +69,17 @@ class _Relay(Generic[T]):
     (called on the loop's thread). `cancel()` works from any thread; the `_End` still comes,
     once the source has cleaned up."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, source: Callable[[], AsyncIterator[T]], put: Callable[[Any], None]) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, source: Callable[[], AsyncIterator[T]], put: Callable[[Any], None],
+                 context: contextvars.Context | None = None) -> None:
         self._loop = loop
+        self._context = context
         self._source = source
         self._put = put
         self._task: asyncio.Task[None] | None = None
         loop.call_soon_threadsafe(self._start)
 
     def _start(self) -> None:
-        self._task = self._loop.create_task(self._pump(), name="accel-stream-relay")
+        self._task = self._loop.create_task(self._pump(), name="accel-stream-relay", context=self._context)
         self._task.add_done_callback(self._ended)
 
     async def _pump(self) -> None:
@@ -92,11 +95,13 @@ class _Relay(Generic[T]):
         self._loop.call_soon_threadsafe(lambda: self._task.cancel())
 
 
-def relay_to_thread(loop: asyncio.AbstractEventLoop, source: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
-    """Blocking iteration, from a thread other than `loop`'s, of `source()` run on `loop`.
-    Starts at the first `next`; closing early cancels the source and waits for its cleanup."""
+def relay_to_thread(loop: asyncio.AbstractEventLoop, source: Callable[[], AsyncIterator[T]],
+                    context: contextvars.Context | None = None) -> Iterator[T]:
+    """Blocking iteration, from a thread other than `loop`'s, of `source()` run on `loop` (in
+    `context`, else the caller's at the first `next`). Starts at the first `next`; closing early
+    cancels the source and waits for its cleanup."""
     items: queue.SimpleQueue[Any] = queue.SimpleQueue()
-    relay = _Relay(loop, source, items.put)
+    relay = _Relay(loop, source, items.put, context)
     ended = False
     try:
         while not isinstance(item := items.get(), _End):
@@ -111,7 +116,8 @@ def relay_to_thread(loop: asyncio.AbstractEventLoop, source: Callable[[], AsyncI
                 pass
 
 
-async def relay_to_loop(loop: asyncio.AbstractEventLoop, source: Callable[[], AsyncIterator[T]]) -> AsyncIterator[T]:
+async def relay_to_loop(loop: asyncio.AbstractEventLoop, source: Callable[[], AsyncIterator[T]],
+                        context: contextvars.Context | None = None) -> AsyncIterator[T]:
     """Async iteration, on another event loop, of `source()` run on `loop`. Closing early or
     cancelling the consumer cancels the source and waits for its cleanup."""
     caller = asyncio.get_running_loop()
@@ -121,7 +127,7 @@ async def relay_to_loop(loop: asyncio.AbstractEventLoop, source: Callable[[], As
         with contextlib.suppress(RuntimeError):  # the consumer's loop is closed: nobody listens
             caller.call_soon_threadsafe(items.put_nowait, item)
 
-    relay = _Relay(loop, source, put)
+    relay = _Relay(loop, source, put, context)
     ended = False
     try:
         while not isinstance(item := await items.get(), _End):

@@ -21,7 +21,7 @@ from typing import Any
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import patch_config
 
-from accel.adapters.common.bypass import stock_call
+from accel.scope import WrappedRun, context_with, stock_call, wrapped_run
 from accel.adapters.common.explain import explain_text
 from accel.adapters.langchain.capture import Capture, Opaque, Step
 from accel.adapters.langchain.streaming import Chunks, chat_result
@@ -71,7 +71,8 @@ class WrappedRunnable(Runnable[Any, Any]):
     def _invoke(self, input: Any, run_manager: Any, config: RunnableConfig) -> Any:
         child = patch_config(config, callbacks=run_manager.get_child())
         try:
-            return self._session.run(self._template, {"input": input, "config": child})
+            with wrapped_run(self._new_run()):
+                return self._session.run(self._template, {"input": input, "config": child})
         except EngineError:
             if not self.fallback:
                 raise
@@ -81,7 +82,8 @@ class WrappedRunnable(Runnable[Any, Any]):
     async def _ainvoke(self, input: Any, run_manager: Any, config: RunnableConfig) -> Any:
         child = patch_config(config, callbacks=run_manager.get_child())
         try:
-            return await self._session.arun(self._template, {"input": input, "config": child})
+            with wrapped_run(self._new_run()):
+                return await self._session.arun(self._template, {"input": input, "config": child})
         except EngineError:
             if not self.fallback:
                 raise
@@ -118,7 +120,8 @@ class WrappedRunnable(Runnable[Any, Any]):
         child = patch_config(config, callbacks=run_manager.get_child())
         chunks, started = Chunks(self._chat_result), False
         try:
-            with closing(self._session.stream(self._template, {"input": input, "config": child})) as items:
+            query = {"input": input, "config": child}
+            with closing(self._session.stream(self._template, query, context=context_with(self._new_run()))) as items:
                 for item in items:
                     for chunk in chunks.feed(item):
                         started = True
@@ -136,7 +139,8 @@ class WrappedRunnable(Runnable[Any, Any]):
         child = patch_config(config, callbacks=run_manager.get_child())
         chunks, started = Chunks(self._chat_result), False
         try:
-            async with aclosing(self._session.astream(self._template, {"input": input, "config": child})) as items:
+            query = {"input": input, "config": child}
+            async with aclosing(self._session.astream(self._template, query, context=context_with(self._new_run()))) as items:
                 async for item in items:
                     for chunk in chunks.feed(item):
                         started = True
@@ -147,6 +151,9 @@ class WrappedRunnable(Runnable[Any, Any]):
             async with aclosing(self.original.astream(input, child)) as stock:
                 while (chunk := await _stock_anext(stock)) is not _END:
                     yield chunk
+
+    def _new_run(self) -> WrappedRun:
+        return WrappedRun(app=self.name, session=self._session)
 
     # ---- introspection ------------------------------------------------------------------
 

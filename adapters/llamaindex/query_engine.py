@@ -20,6 +20,7 @@ from llama_index.core.schema import MetadataMode, QueryBundle
 from accel.ir import GraphBuilder
 from accel.passes import PassContext
 
+from accel.scope import WrappedRun, wrapped_run
 from accel.engines.errors import PromptTooLong
 
 from . import events
@@ -96,7 +97,7 @@ class WrappedQueryEngine(BaseQueryEngine):
     @dispatcher.span
     def _query(self, query_bundle: QueryBundle) -> Any:
         try:
-            with events.traced(query_bundle, asynchronous=False):
+            with wrapped_run(self._new_run()), events.traced(query_bundle, asynchronous=False):
                 return self._query_lowered(query_bundle)
         except PromptTooLong as err:
             raise stock_error(err) from err
@@ -104,10 +105,13 @@ class WrappedQueryEngine(BaseQueryEngine):
     @dispatcher.span
     async def _aquery(self, query_bundle: QueryBundle) -> Any:
         try:
-            with events.traced(query_bundle, asynchronous=True):
+            with wrapped_run(self._new_run()), events.traced(query_bundle, asynchronous=True):
                 return await self._aquery_lowered(query_bundle)
         except PromptTooLong as err:
             raise stock_error(err) from err
+
+    def _new_run(self) -> WrappedRun:
+        return WrappedRun(app=type(self._original).__name__, session=self._session)
 
     def _query_lowered(self, query_bundle: QueryBundle) -> Any:
         if not self._lowerable(query_bundle):
@@ -228,10 +232,12 @@ class OpaqueQueryEngine(BaseQueryEngine):
     # The original's own entry points: engines such as CustomQueryEngine override `query` /
     # `aquery` and leave `_query` unimplemented, and their events are then exactly stock's.
     def query(self, str_or_query_bundle: Any) -> Any:
-        return self._original.query(str_or_query_bundle)
+        with wrapped_run(WrappedRun(app=type(self._original).__name__)):
+            return self._original.query(str_or_query_bundle)
 
     async def aquery(self, str_or_query_bundle: Any) -> Any:
-        return await self._original.aquery(str_or_query_bundle)
+        with wrapped_run(WrappedRun(app=type(self._original).__name__)):
+            return await self._original.aquery(str_or_query_bundle)
 
     def _query(self, query_bundle: QueryBundle) -> Any:
         return self._original._query(query_bundle)

@@ -1,0 +1,80 @@
+"""Which wrapped run the current code belongs to, and whether it must stay stock.
+
+A wrapped app (`accel.wrap(...)` or `ACCEL_AUTO=1`) enters a `WrappedRun` for each top-level
+call; code it calls, wherever it runs (opaque steps, LangGraph nodes, tools, worker threads
+that copied the context), sees it through `current_run()`. Engine-call capture uses it to know
+when, and for which program, to route a framework component's engine calls through accel.
+
+`stock_call()` marks code that must take the stock framework path even when entry points are
+patched (a wrapped app's own original, an opaque component run as-is), so nothing is
+accelerated twice and nothing loops. Both are context variables: they follow asyncio tasks and
+`contextvars.copy_context()`, never thread names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+_programs = itertools.count(1)
+
+
+@dataclass
+class WrappedRun:
+    """One top-level call of a wrapped app: a program in Autellix's sense."""
+
+    app: str
+    session: Any = None
+    program: int = field(default_factory=lambda: next(_programs))
+    attained_s: float = 0.0
+    """LLM service time this program has had so far (least-attained-service priority)."""
+
+
+_run: contextvars.ContextVar[WrappedRun | None] = contextvars.ContextVar("accel_wrapped_run", default=None)
+_stock: contextvars.ContextVar[bool] = contextvars.ContextVar("accel_stock_call", default=False)
+
+
+def current_run() -> WrappedRun | None:
+    """The wrapped run the calling code belongs to, or None outside any wrapped run."""
+    return _run.get()
+
+
+@contextlib.contextmanager
+def wrapped_run(run: WrappedRun) -> Iterator[WrappedRun]:
+    """Enter `run` unless the caller is already inside one (a wrapped app called from another
+    wrapped app is part of the outer program)."""
+    outer = _run.get()
+    if outer is not None:
+        yield outer
+        return
+    token = _run.set(run)
+    try:
+        yield run
+    finally:
+        _run.reset(token)
+
+
+def context_with(run: WrappedRun) -> contextvars.Context:
+    """A copy of the caller's context inside `run` (or inside the caller's own run): for work
+    started now but driven later from elsewhere, such as a stream's query."""
+    context = contextvars.copy_context()
+    if context.get(_run) is None:
+        context.run(_run.set, run)
+    return context
+
+
+@contextlib.contextmanager
+def stock_call() -> Iterator[None]:
+    token = _stock.set(True)
+    try:
+        yield
+    finally:
+        _stock.reset(token)
+
+
+def in_stock_call() -> bool:
+    return _stock.get()
