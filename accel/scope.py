@@ -16,7 +16,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import itertools
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,15 @@ class WrappedRun:
     program: int = field(default_factory=lambda: next(_programs))
     attained_s: float = 0.0
     """LLM service time this program has had so far (least-attained-service priority)."""
+    remaining_depth: Callable[[], int | None] | None = None
+    """Where the app's structure is known (a LangGraph graph): the longest path, in nodes,
+    from the node now running in the calling context to the end; None where unknown."""
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add_service(self, seconds: float) -> None:
+        """Count LLM service this program received (calls from several threads at once)."""
+        with self._lock:
+            self.attained_s += seconds
 
 
 _run: contextvars.ContextVar[WrappedRun | None] = contextvars.ContextVar("accel_wrapped_run", default=None)

@@ -162,6 +162,12 @@ class Session:
             runtime.schedulers[name] = scheduler
         await engine.start()
 
+    async def scheduler(self, name: str) -> Any:
+        """On the loop: the started engine scheduler of engine `name`, for engine calls made
+        outside any template (engine-call capture submits `EngineTask`s to it directly)."""
+        await self._prepare([name])
+        return self._runtime.schedulers[name]
+
     # ---- templates ----------------------------------------------------------------------
 
     def template(

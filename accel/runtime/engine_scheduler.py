@@ -19,6 +19,7 @@ from typing import Any
 
 from accel.engines.base import Engine, GenerationChunk, GenerationRequest, LLMEngine
 from accel.engines.errors import EngineError, EngineUnavailable, InvalidRequest
+from accel.engines.llm.api_call import APICall
 from accel.runtime.limits import EngineLimits
 from accel.runtime.policies import get_policy
 from accel.runtime.task import EngineTask, Slice, TaskQueue
@@ -277,9 +278,10 @@ class EngineScheduler:
             self._release()
 
     def _prepare(self, task: EngineTask, index: int) -> Any:
-        """LLM request with an id (for abort) and a priority from depth (deeper runs first)."""
+        """LLM request with an id (for abort) and a priority from depth (deeper runs first)
+        and the task's own priority (a program's, for captured engine calls)."""
         request = task.requests[index]
-        if not isinstance(request, GenerationRequest):
+        if not isinstance(request, (GenerationRequest, APICall)):
             return request
         priority = request.priority + task.priority - task.depth if self.limits.use_priority else request.priority
         request_id = request.request_id or f"{task.query_id}/{task.node}/{index}/{next(self._ids)}"

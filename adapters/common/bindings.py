@@ -26,8 +26,9 @@ class EngineSpec:
 
 
 def openai_server(base_url: str, model: str, api_key: str = "EMPTY") -> EngineSpec:
-    """A vLLM OpenAI-compatible server. Priorities stay 0: a stock server started without
-    `--scheduling-policy priority` rejects any other value."""
+    """A vLLM OpenAI-compatible server. The scheduler derives priorities; the engine sends
+    them only when its start-up probe found the server scheduling by priority (a stock server
+    started without `--scheduling-policy priority` rejects any non-zero value)."""
 
     def make() -> Engine:
         from accel.engines.llm.openai_client import OpenAIServerEngine
@@ -37,7 +38,7 @@ def openai_server(base_url: str, model: str, api_key: str = "EMPTY") -> EngineSp
     def limits() -> Any:
         from accel.runtime.limits import EngineLimits
 
-        return EngineLimits(use_priority=False)
+        return EngineLimits(use_priority=True)
 
     return EngineSpec("llm", (base_url.rstrip("/"), model), make, limits())
 

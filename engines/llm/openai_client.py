@@ -12,13 +12,14 @@ import json
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import httpx
 
 from accel.engines.base import Generation, GenerationChunk, GenerationRequest, Health, LLMEngine, SamplingParams
-from accel.engines.errors import EngineDied, EngineError, EngineUnavailable, PromptTooLong
+from accel.engines.errors import EmptyBatch, EngineDied, EngineError, EngineUnavailable, PromptTooLong
+from accel.engines.llm.api_call import HOP_HEADERS, APICall, APIChunk, APIResponse
 
 _UNREACHABLE_REMEDY = "start the local stack with `accel up`, or point ACCEL_OPENAI_BASE_URL at a running server"
 _CONTEXT_MARKERS = ("maximum context length", "max_model_len", "context length")
@@ -28,7 +29,12 @@ _BLOCK_SIZE = re.compile(r'vllm:cache_config_info\{[^}]*\bblock_size="(\d+)"')
 
 
 class OpenAIServerEngine(LLMEngine):
-    """vLLM's OpenAI API: prompts and token ids to /v1/completions, messages to /v1/chat/completions."""
+    """vLLM's OpenAI API: prompts and token ids to /v1/completions, messages to /v1/chat/completions.
+
+    It also forwards `APICall`s, requests a framework's own OpenAI client built (engine-call
+    capture), unchanged but for `priority`. `supports_priority` is probed once at `start()`:
+    a server started with `--scheduling-policy priority` accepts a non-zero priority, a stock
+    one answers 400; priorities are sent only to the former."""
 
     name = "vllm-openai"
 
@@ -41,6 +47,7 @@ class OpenAIServerEngine(LLMEngine):
         self._client: httpx.AsyncClient | None = None
         self._streams: dict[str, httpx.Response] = {}
         self._aborted: set[str] = set()
+        self.supports_priority = False
 
     @property
     def _server_root(self) -> str:
@@ -57,6 +64,17 @@ class OpenAIServerEngine(LLMEngine):
         info = await self._post_json(f"{self._server_root}/tokenize", {"model": self.model, "prompt": ""})
         self.max_model_len = int(info["max_model_len"])
         self.block_size = await self._server_block_size()
+        self.supports_priority = await self._probe_priority()
+
+    async def _probe_priority(self) -> bool:
+        """One 1-token request with a non-zero priority: accepted only by a server that
+        schedules by priority (vLLM `--scheduling-policy priority`)."""
+        body = {"model": self.model, "prompt": [0], "max_tokens": 1, "priority": 1}
+        try:
+            response = await self._require().post(f"{self.base_url}/completions", json=body)
+        except httpx.HTTPError:
+            return False
+        return response.status_code == 200
 
     async def _server_block_size(self) -> int:
         """The prefix cache's block size, from the server's `vllm:cache_config_info` metric
@@ -82,7 +100,55 @@ class OpenAIServerEngine(LLMEngine):
         return Health(self.name, True, f"{self.model} at {self.base_url} generated 1 token",
                       time.perf_counter() - began)
 
-    async def stream(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
+    async def run(self, batch: Sequence[GenerationRequest | APICall]) -> list[Any]:
+        """All requests in flight at once; `APICall`s come back as whole `APIResponse`s."""
+        if not batch:
+            raise EmptyBatch(self.name, "run() got an empty batch", "send at least one request")
+        return list(await asyncio.gather(*(self.forward(r) if isinstance(r, APICall) else self.generate(r) for r in batch)))
+
+    async def forward(self, call: APICall) -> APIResponse:
+        """Send a client's request and read its whole response (any status)."""
+        head: APIResponse | None = None
+        body: list[bytes] = []
+        async for chunk in self._forward_stream(call):
+            head = chunk.head or head
+            body.append(chunk.data)
+        assert head is not None
+        return APIResponse(head.status, head.headers, b"".join(body))
+
+    async def stream(self, request: GenerationRequest | APICall) -> AsyncIterator[Any]:
+        if isinstance(request, APICall):
+            async for chunk in self._forward_stream(request):
+                yield chunk
+            return
+        async for chunk in self._stream_generation(request):
+            yield chunk
+
+    async def _forward_stream(self, call: APICall) -> AsyncIterator[APIChunk]:
+        """The response as it arrives: head, body pieces, then a finished marker. Transport
+        errors are httpx's own, so the framework's client retries and raises as stock."""
+        client = self._require()
+        request_id = call.request_id or f"accel-{uuid.uuid4().hex}"
+        headers = [(k, v) for k, v in call.headers if k.lower() not in HOP_HEADERS]
+        extensions = {"timeout": call.timeout} if call.timeout else {}
+        request = httpx.Request(call.method, call.url, headers=headers,
+                                content=call.body_with_priority(self.supports_priority), extensions=extensions)
+        response = await client.send(request, stream=True)
+        self._streams[request_id] = response
+        try:
+            kept = tuple((k, v) for k, v in response.headers.multi_items() if k.lower() not in HOP_HEADERS)
+            yield APIChunk(head=APIResponse(response.status_code, kept))
+            async for data in response.aiter_bytes():
+                yield APIChunk(data=data)
+            if request_id in self._aborted:
+                raise asyncio.CancelledError(f"request {request_id} was aborted")
+            yield APIChunk(finished=True)
+        finally:
+            self._streams.pop(request_id, None)
+            self._aborted.discard(request_id)
+            await response.aclose()
+
+    async def _stream_generation(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
         client = self._require()
         request_id = request.request_id or f"accel-{uuid.uuid4().hex}"
         chat = request.messages is not None
@@ -149,7 +215,7 @@ class OpenAIServerEngine(LLMEngine):
             "top_p": params.top_p,
             "stream": True,
             "stream_options": {"include_usage": True},
-            "priority": request.priority,
+            "priority": request.priority if self.supports_priority else 0,
             "request_id": request_id,
             **params.extra,
         }

@@ -1,0 +1,130 @@
+"""The floor's LLM plug-in: the `openai` SDK's HTTP send, shared by every framework client on
+an OpenAI-compatible server (LangChain `ChatOpenAI`, `OpenAI`, `VLLMOpenAI`; LlamaIndex
+`OpenAILike`, `OpenAI`).
+
+`SyncAPIClient._send_request` / `AsyncAPIClient._send_request` are the SDK's one place where a
+built `httpx.Request` leaves for the server. During a wrapped run a generation request (POST
+.../completions, .../chat/completions) goes instead to the session's LLM engine scheduler as
+an `APICall`: the same body (plus the program's `priority` when the server schedules by
+priority), and the server's response comes back as the `httpx.Response` the SDK expects, so
+everything above this point (payload building, callbacks, parsing, retries, stock exception
+types) is the SDK's and the framework's own. Hosted APIs (api.openai.com) are left alone.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+
+from accel.adapters.common import bindings
+from accel.adapters.common.floor import route
+from accel.adapters.common.floor.plugins import Plugin, register
+from accel.engines.errors import EngineError
+from accel.engines.llm.api_call import APICall, APIChunk, APIResponse
+
+COMPONENT = "openai-sdk"
+_GENERATION_PATHS = ("/completions", "/chat/completions")
+_HOSTED = ("api.openai.com",)
+
+
+def _routable(client: Any, request: Any, kwargs: dict[str, Any]) -> bool:
+    return (
+        not kwargs  # custom auth / redirect options: keep the SDK's own send
+        and isinstance(request, httpx.Request)
+        and isinstance(client._client, (httpx.Client, httpx.AsyncClient))
+        and request.method == "POST"
+        and request.url.path.endswith(_GENERATION_PATHS)
+        and request.url.host not in _HOSTED
+    )
+
+
+def _call(client: Any, request: httpx.Request) -> tuple[bindings.EngineSpec, APICall]:
+    body = request.read()
+    call = APICall(request.method, str(request.url), tuple(request.headers.multi_items()), body,
+                   timeout=request.extensions.get("timeout"))
+    api_key = getattr(client, "api_key", None) or "EMPTY"
+    spec = bindings.openai_server(str(client.base_url).rstrip("/"), call.model or "", str(api_key))
+    return spec, call
+
+
+def _response(request: httpx.Request, answer: APIResponse) -> httpx.Response:
+    return httpx.Response(answer.status, headers=list(answer.headers), content=answer.content, request=request)
+
+
+class _SyncBody(httpx.SyncByteStream):
+    def __init__(self, chunks: Iterator[APIChunk]) -> None:
+        self._chunks = chunks
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self._chunks:
+            if chunk.data:
+                yield chunk.data
+
+    def close(self) -> None:
+        close = getattr(self._chunks, "close", None)
+        if close is not None:
+            close()  # an unfinished stream is aborted in the engine
+
+
+class _AsyncBody(httpx.AsyncByteStream):
+    def __init__(self, chunks: AsyncIterator[APIChunk]) -> None:
+        self._chunks = chunks
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._chunks:
+            if chunk.data:
+                yield chunk.data
+
+    async def aclose(self) -> None:
+        aclose = getattr(self._chunks, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+def _send_sync(original: Any) -> Any:
+    @functools.wraps(original)
+    def _send_request(self: Any, request: Any, *, stream: bool, **kwargs: Any) -> Any:
+        run = route.active_run()
+        if run is None or not _routable(self, request, kwargs):
+            return original(self, request, stream=stream, **kwargs)
+        spec, call = _call(self, request)
+        try:
+            if not stream:
+                [answer] = route.submit_sync(run, spec, [call], COMPONENT)
+                return _response(request, answer)
+            chunks = route.stream_sync(run, spec, call, COMPONENT)
+            head = next(chunks).head
+        except (EngineError, route.OnSessionLoop) as err:
+            route.note_fallback(COMPONENT, err)
+            return original(self, request, stream=stream, **kwargs)
+        return httpx.Response(head.status, headers=list(head.headers), stream=_SyncBody(chunks), request=request)
+
+    return _send_request
+
+
+def _send_async(original: Any) -> Any:
+    @functools.wraps(original)
+    async def _send_request(self: Any, request: Any, *, stream: bool, **kwargs: Any) -> Any:
+        run = route.active_run()
+        if run is None or not _routable(self, request, kwargs):
+            return await original(self, request, stream=stream, **kwargs)
+        spec, call = _call(self, request)
+        try:
+            if not stream:
+                [answer] = await route.submit_async(run, spec, [call], COMPONENT)
+                return _response(request, answer)
+            chunks = route.stream_async(run, spec, call, COMPONENT)
+            head = (await anext(chunks)).head
+        except EngineError as err:
+            route.note_fallback(COMPONENT, err)
+            return await original(self, request, stream=stream, **kwargs)
+        return httpx.Response(head.status, headers=list(head.headers), stream=_AsyncBody(chunks), request=request)
+
+    return _send_request
+
+
+register(Plugin(COMPONENT + ":sync", "openai._base_client", "SyncAPIClient", {"_send_request": _send_sync}))
+register(Plugin(COMPONENT + ":async", "openai._base_client", "AsyncAPIClient", {"_send_request": _send_async}))
