@@ -24,6 +24,7 @@ from accel.engines.base import Engine, Health, SearchHit, VectorQuery
 from accel.engines.errors import EmptyBatch, EngineError, EngineUnavailable, InvalidRequest
 
 from . import tables
+from .connections import ConnectionLost, Connections, T, Work
 from .failures import ENGINE, UNAVAILABLE_REMEDY, redact_dsn, translate, unavailable
 from .filters import filter_key
 from .layouts import Target, parse, resolve
@@ -59,8 +60,7 @@ class PgVectorEngine(Engine[VectorQuery, list[SearchHit]]):
         self._connect_timeout_s = max(2, int(connect_timeout_s))  # libpq's minimum is 2 s
         self._checkout_timeout_s = checkout_timeout_s
         self._ef_search = ef_search
-        self._pool: AsyncConnectionPool | None = None
-        self._start_lock = asyncio.Lock()
+        self._conns = Connections(self._open_pool, name=name)
         self._targets: dict[str, Target] = {}
 
     @property
@@ -73,37 +73,37 @@ class PgVectorEngine(Engine[VectorQuery, list[SearchHit]]):
     # ---- lifecycle --------------------------------------------------------------------------
 
     async def start(self) -> None:
-        async with self._start_lock:
-            if self._pool is not None:
-                return
-            if self._dsn is None:
-                self._dsn = resolve_dsn()
-            await self._check_server()
-            pool = AsyncConnectionPool(
-                self._dsn,
-                min_size=1,
-                max_size=self._pool_size,
-                kwargs={"autocommit": True, "connect_timeout": self._connect_timeout_s},
-                configure=self._configure,
-                timeout=self._checkout_timeout_s,
-                name=f"accel-{self.name}",
-                open=False,
-            )
-            try:
-                await pool.open(wait=True, timeout=self._connect_timeout_s + 2)
-            except BaseException as exc:
-                await pool.close()
-                if isinstance(exc, Exception):
-                    raise unavailable(self._dsn, exc) from exc
-                raise
-            self._pool = pool
+        """Resolve the DSN, check the server and open the pool. Idempotent; after a lost
+        server the next request reopens (see `connections.py`)."""
+        await self._conns.pool()
 
     async def stop(self) -> None:
-        async with self._start_lock:
-            pool, self._pool = self._pool, None
-            self._targets.clear()
-            if pool is not None:
-                await pool.close()
+        await self._conns.close()
+        self._targets.clear()
+
+    async def _open_pool(self) -> AsyncConnectionPool:
+        if self._dsn is None:
+            self._dsn = resolve_dsn()
+        await self._check_server()
+        self._targets.clear()  # tables may have changed while we were away
+        pool = AsyncConnectionPool(
+            self._dsn,
+            min_size=1,
+            max_size=self._pool_size,
+            kwargs={"autocommit": True, "connect_timeout": self._connect_timeout_s},
+            configure=self._configure,
+            timeout=self._checkout_timeout_s,
+            name=f"accel-{self.name}",
+            open=False,
+        )
+        try:
+            await pool.open(wait=True, timeout=self._connect_timeout_s + 2)
+        except BaseException as exc:
+            await pool.close()
+            if isinstance(exc, Exception):
+                raise unavailable(self._dsn, exc) from exc
+            raise
+        return pool
 
     async def _check_server(self) -> None:
         """One direct connection first: its libpq error names the real cause (no socket, auth
@@ -131,18 +131,21 @@ class PgVectorEngine(Engine[VectorQuery, list[SearchHit]]):
         if self._ef_search is not None:
             await conn.execute(sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(str(int(self._ef_search)))))
 
-    async def _ensure_started(self) -> AsyncConnectionPool:
-        if self._pool is None:
-            await self.start()
-        assert self._pool is not None
-        return self._pool
+    async def _use(self, work: Work[T], *, collection: str, read: bool = True) -> T:
+        """`work(conn)` on a pooled connection, its failures typed. Reads are retried once on a
+        fresh pool after a lost connection (a restarted server answers at once)."""
+        try:
+            return await self._conns.run(work, retry=read)
+        except ConnectionLost as lost:
+            self._targets.clear()
+            raise unavailable(self.dsn, lost.__cause__ or lost) from lost
+        except Exception as exc:
+            raise translate(exc, dsn=self._dsn or "?", collection=collection) from exc
 
     async def health(self) -> Health:
         began = time.perf_counter()
         try:
-            pool = await self._ensure_started()
-            async with pool.connection() as conn:
-                await conn.execute("SELECT 1")
+            await self._use(lambda conn: conn.execute("SELECT 1"), collection="-")
         except (EngineError, psycopg.Error) as exc:
             return Health(self.name, False, str(translate(exc, dsn=self._dsn or "?", collection="-")))
         return Health(self.name, True, f"PostgreSQL at {redact_dsn(self.dsn)}", time.perf_counter() - began)
@@ -160,50 +163,47 @@ class PgVectorEngine(Engine[VectorQuery, list[SearchHit]]):
             operator(query.metric)
             key = (query.collection, query.metric, query.k, filter_key(query.filter))
             groups.setdefault(key, []).append(position)
-        pool = await self._ensure_started()
+        await self.start()
         results: list[list[SearchHit]] = [[] for _ in batch]
         try:
             async with asyncio.TaskGroup() as group:
                 for positions in groups.values():
-                    group.create_task(self._search_group(pool, [batch[p] for p in positions], positions, results))
+                    group.create_task(self._search_group([batch[p] for p in positions], positions, results))
         except BaseExceptionGroup as failures:
             raise failures.exceptions[0] from None
         return results
 
-    async def _search_group(
-        self, pool: AsyncConnectionPool, queries: list[VectorQuery], positions: list[int], results: list[list[SearchHit]]
-    ) -> None:
+    async def _search_group(self, queries: list[VectorQuery], positions: list[int], results: list[list[SearchHit]]) -> None:
         first = queries[0]
-        target = await self._target(pool, first.collection)
+        target = await self._target(first.collection)
         vectors = [as_vector(query.vector, target.dim, first.collection) for query in queries]
         statement = batched_search(target, first.metric, first.k, first.filter)
+
+        async def search(conn: psycopg.AsyncConnection) -> list[tuple]:
+            return await (await conn.execute(statement, (vectors,))).fetchall()
+
         try:
-            async with pool.connection() as conn:
-                rows = await (await conn.execute(statement, (vectors,))).fetchall()
-        except Exception as exc:
+            rows = await self._use(search, collection=first.collection)
+        except EngineError:
             self._targets.pop(first.collection, None)  # the table may have changed under us
-            raise translate(exc, dsn=self.dsn, collection=first.collection) from exc
+            raise
         for ordinal, hit_id, text, metadata, distance in rows:
             results[positions[ordinal - 1]].append(SearchHit(hit_id, text, float(distance), dict(metadata or {})))
 
-    async def _target(self, pool: AsyncConnectionPool, collection: str) -> Target:
+    async def _target(self, collection: str) -> Target:
         """The resolved collection, cached while its dimension is known."""
         cached = self._targets.get(collection)
         if cached is not None:
             return cached
         address = parse(collection)
-        try:
-            async with pool.connection() as conn:
-                target = await resolve(conn, address)
-        except Exception as exc:
-            raise translate(exc, dsn=self.dsn, collection=collection) from exc
+        target = await self._use(lambda conn: resolve(conn, address), collection=collection)
         if target.dim is not None:
             self._targets[collection] = target
         return target
 
     async def dimension(self, collection: str) -> int | None:
         """The collection's vector dimension (None for an empty, unconstrained LangChain one)."""
-        return (await self._target(await self._ensure_started(), collection)).dim
+        return (await self._target(collection)).dim
 
     # ---- own collections --------------------------------------------------------------------
 
@@ -212,22 +212,13 @@ class PgVectorEngine(Engine[VectorQuery, list[SearchHit]]):
     ) -> None:
         """Create an own collection (idempotent for the same dimension), with an optional HNSW
         index for `metric`; searches with another metric still work, by exact scan."""
-        pool = await self._ensure_started()
         self._targets.pop(name, None)
-        try:
-            async with pool.connection() as conn:
-                await tables.create(conn, name, dim, metric, hnsw, m=hnsw_m, ef_construction=hnsw_ef_construction)
-        except Exception as exc:
-            raise translate(exc, dsn=self.dsn, collection=name) from exc
+        await self._use(lambda conn: tables.create(conn, name, dim, metric, hnsw, m=hnsw_m, ef_construction=hnsw_ef_construction),
+                        collection=name, read=False)
 
     async def drop_collection(self, name: str) -> None:
-        pool = await self._ensure_started()
         self._targets.pop(name, None)
-        try:
-            async with pool.connection() as conn:
-                await tables.drop(conn, name)
-        except Exception as exc:
-            raise translate(exc, dsn=self.dsn, collection=name) from exc
+        await self._use(lambda conn: tables.drop(conn, name), collection=name, read=False)
 
     async def ingest(self, collection: str, rows: Sequence[Row]) -> int:
         """Store rows in an own collection, all or none; returns how many were stored."""
@@ -235,13 +226,8 @@ class PgVectorEngine(Engine[VectorQuery, list[SearchHit]]):
             raise InvalidRequest(ENGINE, f"{collection!r} is a framework table", "add documents through the framework's own store")
         if not rows:
             raise EmptyBatch(ENGINE, f"ingest into {collection!r} got no rows", "send at least one Row")
-        pool = await self._ensure_started()
-        target = await self._target(pool, collection)
-        try:
-            async with pool.connection() as conn:
-                return await tables.insert(conn, target, rows)
-        except Exception as exc:
-            raise translate(exc, dsn=self.dsn, collection=collection) from exc
+        target = await self._target(collection)
+        return await self._use(lambda conn: tables.insert(conn, target, rows), collection=collection, read=False)
 
 
 __all__ = ["PgVectorEngine", "Row"]
