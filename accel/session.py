@@ -203,10 +203,17 @@ class Session:
         loop = self.loop
         return asyncio.run_coroutine_threadsafe(self._run(template, dict(inputs)), loop)
 
-    def run(self, template: Any, inputs: Mapping[str, Any]) -> Any:
-        """Blocking `submit(...).result()`; refuses to block the session loop itself."""
+    def run(self, template: Any, inputs: Mapping[str, Any], *, caller: Any = None) -> Any:
+        """Blocking `submit(...).result()`; refuses to block the session loop itself. With a
+        `ThreadCaller` (accel.caller), this thread runs the query's user code meanwhile. An
+        interrupt of the waiting thread cancels the query."""
         self._refuse_blocking("arun")
-        return self.submit(template, inputs).result()
+        future = self.submit(template, inputs)
+        try:
+            return future.result() if caller is None else caller.serve(future)
+        except BaseException:
+            future.cancel()
+            raise
 
     def _refuse_blocking(self, instead: str) -> None:
         if self.in_loop_thread():
@@ -228,16 +235,18 @@ class Session:
             async for item in items:
                 yield item
 
-    def stream(self, template: Any, inputs: Mapping[str, Any], *, context: contextvars.Context | None = None) -> Iterator[Any]:
+    def stream(self, template: Any, inputs: Mapping[str, Any], *, context: contextvars.Context | None = None,
+               caller: Any = None) -> Iterator[Any]:
         """One query's `Delta`s then its `Final` (see `Runtime.stream`), for sync callers in any
         thread but the session loop's. The query starts at the first `next`, in `context` (by
         default the caller's then); closing the iterator early cancels it and returns once its
-        engine requests are aborted."""
+        engine requests are aborted. A `ThreadCaller` (accel.caller) in `caller` makes the
+        consuming thread also run the query's user code while it waits."""
         from accel.runtime.output_stream import relay_to_thread
 
         self._refuse_blocking("astream")
         inputs = dict(inputs)
-        return relay_to_thread(self.loop, lambda: self._stream(template, inputs), context)
+        return relay_to_thread(self.loop, lambda: self._stream(template, inputs), context, caller)
 
     async def astream(self, template: Any, inputs: Mapping[str, Any], *, context: contextvars.Context | None = None) -> AsyncIterator[Any]:
         """`stream` for async code on any loop; closing early or cancelling the consumer

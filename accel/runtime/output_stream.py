@@ -96,15 +96,16 @@ class _Relay(Generic[T]):
 
 
 def relay_to_thread(loop: asyncio.AbstractEventLoop, source: Callable[[], AsyncIterator[T]],
-                    context: contextvars.Context | None = None) -> Iterator[T]:
+                    context: contextvars.Context | None = None, caller: Any = None) -> Iterator[T]:
     """Blocking iteration, from a thread other than `loop`'s, of `source()` run on `loop` (in
     `context`, else the caller's at the first `next`). Starts at the first `next`; closing early
-    cancels the source and waits for its cleanup."""
-    items: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    cancels the source and waits for its cleanup. With a `ThreadCaller`, this thread also runs
+    the user code the query hands to it while it waits for items."""
+    items: queue.SimpleQueue[Any] = queue.SimpleQueue() if caller is None else caller.inbox
     relay = _Relay(loop, source, items.put, context)
     ended = False
     try:
-        while not isinstance(item := items.get(), _End):
+        while not isinstance(item := _next(items, caller), _End):
             yield item
         ended = True
         if item.error is not None:
@@ -112,8 +113,17 @@ def relay_to_thread(loop: asyncio.AbstractEventLoop, source: Callable[[], AsyncI
     finally:
         if not ended:
             relay.cancel()
-            while not isinstance(items.get(), _End):
+            while not isinstance(_next(items, caller), _End):
                 pass
+
+
+def _next(items: queue.SimpleQueue[Any], caller: Any) -> Any:
+    """The next relayed item, running any user code handed over meanwhile."""
+    item = items.get()
+    while caller is not None and caller.is_job(item):
+        caller.run_job(item)
+        item = items.get()
+    return item
 
 
 async def relay_to_loop(loop: asyncio.AbstractEventLoop, source: Callable[[], AsyncIterator[T]],

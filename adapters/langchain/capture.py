@@ -6,8 +6,14 @@ when it is natively async), so capture never refuses an app. Every lowering firs
 everything it relies on and raises `Opaque(reason)` before adding a node, so a component is
 either fully lowered or fully opaque.
 
-Graph inputs: "input" (the chain's input) and "config" (the child RunnableConfig of the
-wrapped run, handed to opaque components so the user's callbacks see their runs).
+A composite (sequence, parallel, assign) with no engine work inside stays one opaque node, so
+stock code runs it with its own run tree; a step configured with `with_config(...)` stays
+opaque so its config applies.
+
+Graph inputs: "input" (the chain's input), "config" and "run" (the wrapped call's config and
+callback run: opaque components run as its children, so the user's callbacks see them), "caller" (where
+opaque code runs: `accel.caller`) and "kwargs" (`invoke`'s keyword arguments, which stock
+hands to the chain's first step).
 """
 
 from __future__ import annotations
@@ -46,10 +52,62 @@ class Capture:
     llm_engines: set[str] = field(default_factory=set)
     _ids: Any = field(default_factory=itertools.count)
     _dicts: dict[str, dict[str, Ref]] = field(default_factory=dict)
+    _engine_work: dict[int, bool] = field(default_factory=dict)
+    _trials: dict[int, list[Step]] = field(default_factory=dict)
+    _tags: dict[int, str] = field(default_factory=dict)
+    first_step: Any = None
+    first_opaque: bool = False
 
     def __post_init__(self) -> None:
         self.input = self.builder.input("input")
         self.config = self.builder.input("config")
+        self.run = self.builder.input("run")
+        self.caller = self.builder.input("caller")
+        self.kwargs = self.builder.input("kwargs")
+
+    def lower_root(self, root: Any) -> Ref:
+        """Lower the wrapped chain itself: a top-level sequence's steps keep stock's
+        `seq:step:N` run tags, and its first step is the one that receives `invoke`'s kwargs."""
+        from langchain_core.runnables import RunnableSequence
+
+        if isinstance(root, RunnableSequence) and self.has_engine_work(root):
+            steps = list(root.steps)
+            self.first_step = steps[0]
+            self._tags = {id(step): f"seq:step:{i + 1}" for i, step in enumerate(steps)}
+            return self.sequence(steps, self.input)
+        self.first_step = root
+        return self.lower(root, self.input)
+
+    def kwargs_route(self) -> str:
+        """What stock does with `invoke`'s kwargs here: "first" (an opaque first step takes
+        them), "ignored" (the first step's stock `invoke` drops them) or "stock" (a lowered
+        component would use them: only the stock chain can honour them)."""
+        from langchain_core.prompts import BasePromptTemplate
+        from langchain_core.runnables import RunnableParallel, RunnablePassthrough
+        from langchain_core.runnables.passthrough import RunnableAssign, RunnablePick
+
+        if self.first_opaque:
+            return "first"
+        if isinstance(self.first_step, (BasePromptTemplate, RunnableParallel, RunnableAssign, RunnablePick, RunnablePassthrough)):
+            return "ignored"
+        return "stock"
+
+    def has_engine_work(self, runnable: Any) -> bool:
+        """Whether lowering `runnable` yields any engine primitive (a throwaway lowering,
+        memoised per component, sharing this capture's session engines)."""
+        key = id(runnable)
+        if key not in self._engine_work:
+            self._engine_work[key] = True  # while the trial lowers it, descend into it
+            trial = Capture(self.session, _engine_work=self._engine_work, _trials=self._trials)
+            trial.lower(runnable, trial.input)
+            self._engine_work[key] = any(node.is_engine for node in trial.builder.graph.nodes())
+            self._trials[key] = trial.report
+        return self._engine_work[key]
+
+    def inside(self, runnable: Any) -> list[Step]:
+        """What became of the components inside `runnable` when it was tried (explain())."""
+        self.has_engine_work(runnable)
+        return self._trials.get(id(runnable), [])
 
     # ---- helpers --------------------------------------------------------------------------
 
@@ -69,10 +127,12 @@ class Capture:
         self.report.append(Step(_label(component), lowered, detail))
 
     def opaque(self, runnable: Any, x: Ref, reason: str) -> Ref:
-        use_async = getattr(runnable, "afunc", None) is not None
         self.note(runnable, False, reason)
-        op = InvokeOp(runnable, use_async=use_async)
-        return self.add(Kind.CALL, f"call:{_label(runnable)}:", inputs={"value": x, "config": self.config}, op=op)
+        first = runnable is self.first_step and x.node == self.input.node
+        self.first_opaque = self.first_opaque or first
+        op = InvokeOp(runnable, tag=self._tags.get(id(runnable)), first=first)
+        inputs = {"value": x, "config": self.config, "run": self.run, "caller": self.caller, "kwargs": self.kwargs}
+        return self.add(Kind.CALL, f"call:{_label(runnable)}:", inputs=inputs, op=op)
 
     # ---- dispatch -------------------------------------------------------------------------
 
@@ -83,6 +143,9 @@ class Capture:
         from langchain_core.runnables.passthrough import RunnableAssign, RunnablePick
 
         try:
+            composite = isinstance(runnable, RunnableSequence) or type(runnable) in (RunnableParallel, RunnableAssign)
+            if composite and not self.has_engine_work(runnable):
+                raise Opaque("no engine work inside: runs as-is, with its own run tree")
             if isinstance(runnable, RunnableSequence):
                 return self.sequence(list(runnable.steps), x)
             if type(runnable) is RunnableParallel:
@@ -143,6 +206,8 @@ class Capture:
         bound, kwargs = unbind(runnable)
         from langchain_core.language_models import BaseLanguageModel
 
+        if bound is runnable:
+            raise Opaque(f"with_config({', '.join(sorted(runnable.config or {})) or '...'}) applies only in its own code")
         if isinstance(bound, BaseLanguageModel):
             return self.model(bound, kwargs, x, None)
         if kwargs:
@@ -218,17 +283,36 @@ class Capture:
         return self.builder.build()
 
 
+TRACING_ONLY = frozenset({"tags", "metadata", "run_name"})
+"""Config keys that only name and annotate a component's own run. A lowered component runs
+no callbacks of its own, so a binding carrying only these lowers like its bound component;
+any other key (callbacks, configurable, ...) keeps the binding opaque, where it applies."""
+
+
 def unbind(runnable: Any) -> tuple[Any, dict[str, Any]]:
-    """Strip plain RunnableBindings (bind / with_config without callbacks), merging kwargs."""
+    """Strip plain RunnableBindings (`bind(**kwargs)`, tracing-only `with_config`), merging
+    kwargs. A binding with config that changes what runs is kept: only its own code applies it."""
     from langchain_core.runnables import RunnableBinding
 
     kwargs: dict[str, Any] = {}
     while type(runnable) is RunnableBinding:
-        if (runnable.config or {}).get("callbacks") or runnable.config_factories:
+        if set(runnable.config or {}) - TRACING_ONLY or runnable.config_factories:
             break
         kwargs = {**runnable.kwargs, **kwargs}
         runnable = runnable.bound
     return runnable, kwargs
+
+
+def peel_root(runnable: Any) -> tuple[Any, list[Any]]:
+    """The wrapped chain under its outer RunnableBindings, and those bindings (outermost
+    first): the wrapper applies their config and kwargs to each call as they would."""
+    from langchain_core.runnables import RunnableBinding
+
+    layers = []
+    while type(runnable) is RunnableBinding:
+        layers.append(runnable)
+        runnable = runnable.bound
+    return runnable, layers
 
 
 def _is_model(obj: Any) -> bool:

@@ -3,6 +3,8 @@ result shaping. Each rebuilds exactly the object the stock component returns."""
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -15,20 +17,39 @@ from accel.engines.embeddings import EmbedRequest
 
 @dataclass(frozen=True)
 class InvokeOp:
-    """Run a component as-is with the query's child config: `invoke` in a worker thread (sync
-    components never block the loop), or `ainvoke` on the loop for natively async ones."""
+    """Run a component as-is, where stock would run it: `invoke` on the caller's thread for
+    sync entry points, `ainvoke` on the caller's loop for async ones (`accel.caller`), with the
+    query's child config (a child of the chain's run, tagged as stock tags the step's run) set
+    as the current config.
+    `first`: the component is the chain's first step, which receives `invoke`'s kwargs."""
 
     runnable: Any
-    use_async: bool = False
+    tag: str | None = None
+    first: bool = False
 
-    @property
-    def blocking(self) -> bool:
-        return not self.use_async
+    async def compute(self, values: dict[str, Any]) -> Any:
+        from langchain_core.runnables.config import patch_config, set_config_context
 
-    def compute(self, values: dict[str, Any]) -> Any:
-        if self.use_async:
-            return self.runnable.ainvoke(values["value"], values["config"])
-        return self.runnable.invoke(values["value"], values["config"])
+        config = patch_config(values["config"], callbacks=values["run"].get_child(self.tag))
+        kwargs = values["kwargs"] if self.first else {}
+        caller = values["caller"]
+
+        if caller is not None and caller.asynchronous:
+            async def step() -> Any:
+                with set_config_context(config) as context:
+                    return await asyncio.create_task(self.runnable.ainvoke(values["value"], config, **kwargs), context=context)
+
+            return await caller.acall(step)
+
+        def call() -> Any:
+            with set_config_context(config) as context:
+                return context.run(self.runnable.invoke, values["value"], config, **kwargs)
+
+        if caller is None:  # a query started without a caller (accel's own runs, benchmarks)
+            from accel.caller import user_code_pool
+
+            return await asyncio.get_running_loop().run_in_executor(user_code_pool(), contextvars.copy_context().run, call)
+        return await caller.call(call)
 
 
 @dataclass(frozen=True)

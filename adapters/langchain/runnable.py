@@ -1,34 +1,52 @@
 """`WrappedRunnable`: the accelerated chain, usable wherever the original Runnable was.
 
-`invoke`/`ainvoke` run the captured template on the shared session under a callback run named
-like the original (so the user's callbacks see the chain's start/end/error); `stream`/`astream`
-do the same through `Runnable`'s stream machinery, yielding the final decode's tokens as the
-stock chain's chunks (`streaming.Chunks`); `batch`, `abatch`, `with_config` and `|` come from
-`Runnable` on top of them, and concurrent calls batch together on the session's engines.
+Two ways to run, decided once at wrap time:
 
-An engine failure (an `EngineError`: unreachable server, prompt too long, ...) re-runs the
-query on the original chain, so the caller gets the stock result or the stock exception type;
-a stream falls back only while it has yielded nothing (after that, the error is raised).
+- **Lowered** (the chain has engine work accel understands): `invoke` / `ainvoke` / `stream` /
+  `astream` run the captured template on the shared session under a callback run named like
+  the original. The code accel does not lower runs where stock runs it, on the caller's thread
+  or loop (`accel.caller`), so thread-locals, loop-bound clients and callbacks see what stock
+  shows them. `batch` / `abatch` come from `Runnable` on top of them, so concurrent queries
+  batch together on the session's engines.
+- **Stock** (nothing to lower): every entry point is the original's own, on the caller's thread
+  or task, with its own run tree; accel adds only the `WrappedRun` scope, so the framework
+  components inside can still send their engine calls through accel's engine schedulers.
+
+Either way each call is a `WrappedRun` (`accel.scope`). An engine failure is answered by the
+stock chain only while no opaque user code has started (it may have side effects, and user
+code never runs twice for one call); after that the error is raised as the stock client would
+raise it (`common.errors`). Every fallback is logged on `accel.adapters.langchain` and counted
+in `explain()`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import logging
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import aclosing, closing
-from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import patch_config
 
-from accel.scope import WrappedRun, context_with, stock_call, wrapped_run
+from accel.adapters.common.errors import stock_llm_error
 from accel.adapters.common.explain import explain_text
-from accel.adapters.langchain.capture import Capture, Opaque, Step
+from accel.adapters.langchain.capture import Capture, Step, peel_root
 from accel.adapters.langchain.streaming import Chunks, chat_result
+from accel.caller import LoopCaller, ThreadCaller
 from accel.engines.errors import EngineError
+from accel.scope import WrappedRun, context_with, stock_call, wrapped_run
 
+log = logging.getLogger("accel.adapters.langchain")
 
 _wrap_ids = itertools.count()  # template keys: ids of dead wrappers are reused, counters are not
+
+# the entry points that run the original's own code when nothing is lowered
+_DELEGATED = ("invoke", "batch", "stream", "transform", "batch_as_completed")
+_ADELEGATED = ("ainvoke", "abatch", "astream", "atransform", "abatch_as_completed", "astream_log", "astream_events")
 
 
 class WrappedRunnable(Runnable[Any, Any]):
@@ -38,11 +56,31 @@ class WrappedRunnable(Runnable[Any, Any]):
         self.original = original
         self.name = original.get_name()
         self.fallback = fallback
+        self.counters: Counter[str] = Counter()
         self._session = get_session(policy=policy)
-        self._steps, graph, context = _capture(original, self._session)
-        self._template = self._session.template(("langchain", next(_wrap_ids)), lambda: graph, context=context,
-                                                disabled_passes=tuple(disabled_passes))
-        self._chat_result = chat_result(self._template)
+        root, self._layers = peel_root(original)
+        self._root = root  # what runs once the outer bindings are applied (`_bind`)
+        capture, graph, context = _capture(root, self._session)
+        self.lowered = any(node.is_engine for node in graph.nodes())
+        self._steps: list[Step] = capture.report if self.lowered else capture.inside(root) or capture.report
+        self._kwargs_route = capture.kwargs_route()
+        self._template = None
+        if self.lowered:
+            self._template = self._session.template(("langchain", next(_wrap_ids)), lambda: graph, context=context,
+                                                    disabled_passes=tuple(disabled_passes))
+            self._chat_result = chat_result(self._template)
+        else:
+            log.info("accel.wrap(%s): no engine work accel can lower; the chain runs as-is", self.name)
+            for name in _DELEGATED:
+                setattr(self, name, _delegate(self, name))
+            for name in _ADELEGATED:
+                setattr(self, name, _adelegate(self, name))
+
+    def __getattr__(self, name: str) -> Any:
+        """Attributes the wrapper does not define are the original's (`steps`, `first`, ...)."""
+        if name.startswith("_") or name == "original":
+            raise AttributeError(name)
+        return getattr(self.original, name)
 
     # ---- schema: as the original --------------------------------------------------------
 
@@ -60,106 +98,198 @@ class WrappedRunnable(Runnable[Any, Any]):
     def get_output_schema(self, config: RunnableConfig | None = None) -> Any:
         return self.original.get_output_schema(config)
 
-    # ---- execution ----------------------------------------------------------------------
+    def get_graph(self, config: RunnableConfig | None = None) -> Any:
+        return self.original.get_graph(config)
+
+    # ---- execution (lowered) ------------------------------------------------------------
+
+    def _bind(self, config: RunnableConfig | None, kwargs: dict[str, Any]) -> tuple[RunnableConfig | None, dict[str, Any]]:
+        """Apply the chain's outer bindings, as `RunnableBinding.invoke` would."""
+        if not self._layers:
+            return config, kwargs
+        bound: dict[str, Any] = {}
+        for layer in self._layers:
+            config = layer._merge_configs(config)
+        for layer in reversed(self._layers):
+            bound = {**bound, **layer.kwargs}
+        return config, {**bound, **kwargs}
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        config, kwargs = self._bind(config, kwargs)
+        if kwargs and self._kwargs_route == "stock":
+            return self._stock("kwargs for a lowered first step", "invoke", input, config, **kwargs)
         return self._call_with_config(self._invoke, input, config, **kwargs)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        config, kwargs = self._bind(config, kwargs)
+        if kwargs and self._kwargs_route == "stock":
+            return await self._astock("kwargs for a lowered first step", "ainvoke", input, config, **kwargs)
         return await self._acall_with_config(self._ainvoke, input, config, **kwargs)
 
-    def _invoke(self, input: Any, run_manager: Any, config: RunnableConfig) -> Any:
-        child = patch_config(config, callbacks=run_manager.get_child())
-        try:
-            with wrapped_run(self._new_run()):
-                return self._session.run(self._template, {"input": input, "config": child})
-        except EngineError:
-            if not self.fallback:
-                raise
-            with stock_call():
-                return self.original.invoke(input, child)
+    def _query(self, input: Any, run_manager: Any, config: RunnableConfig, caller: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+        return {"input": input, "config": config, "run": run_manager, "caller": caller,
+                "kwargs": kwargs if self._kwargs_route == "first" else {}}
 
-    async def _ainvoke(self, input: Any, run_manager: Any, config: RunnableConfig) -> Any:
-        child = patch_config(config, callbacks=run_manager.get_child())
+    def _invoke(self, input: Any, run_manager: Any, config: RunnableConfig, **kwargs: Any) -> Any:
+        caller = ThreadCaller()
+        query = self._query(input, run_manager, config, caller, kwargs)
         try:
             with wrapped_run(self._new_run()):
-                return await self._session.arun(self._template, {"input": input, "config": child})
-        except EngineError:
-            if not self.fallback:
-                raise
+                return self._session.run(self._template, query, caller=caller)
+        except EngineError as err:
+            self._may_fall_back(err, caller)
             with stock_call():
-                return await self.original.ainvoke(input, child)
+                return self._root.invoke(input, _child(query), **kwargs)
+
+    async def _ainvoke(self, input: Any, run_manager: Any, config: RunnableConfig, **kwargs: Any) -> Any:
+        caller = LoopCaller(asyncio.get_running_loop())
+        query = self._query(input, run_manager, config, caller, kwargs)
+        try:
+            with wrapped_run(self._new_run()):
+                return await self._session.arun(self._template, query)
+        except EngineError as err:
+            self._may_fall_back(err, caller)
+            with stock_call():
+                return await self._root.ainvoke(input, _child(query), **kwargs)
+
+    def _may_fall_back(self, err: EngineError, caller: Any) -> None:
+        """Return if the stock chain may answer instead; else raise the stock error."""
+        if not self.fallback or caller.started:
+            why = "fallback disabled" if not self.fallback else "opaque user code already ran"
+            log.warning("accel.wrap(%s): %s; no stock re-run (%s)", self.name, err, why)
+            self.counters["engine errors raised"] += 1
+            stock = stock_llm_error(err)
+            if stock is err:
+                raise err
+            raise stock from err
+        log.warning("accel.wrap(%s): %s; answering with the stock chain (no user code had run)", self.name, err)
+        self.counters["stock fallbacks"] += 1
+        _fallback_event(self.name, err)
 
     def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[Any]:
+        config, kwargs = self._bind(config, kwargs)
+        if kwargs and self._kwargs_route == "stock":
+            yield from self._stock_stream("kwargs for a lowered first step", input, config, **kwargs)
+            return
         # LangChain's wrapper does not close the generator it drives when it is closed itself
         # (it reports the GeneratorExit to the callbacks, which may keep its traceback and so
         # the generator alive): close ours here, so a `break` cancels the query at once.
         opened: list[Iterator[Any]] = []
 
         def transform(inputs: Iterator[Any], run_manager: Any, config: RunnableConfig) -> Iterator[Any]:
-            opened.append(self._stream(inputs, run_manager, config))
+            opened.append(self._stream(inputs, run_manager, config, kwargs))
             return opened[-1]
 
         try:
-            yield from self._transform_stream_with_config(iter([input]), transform, config, **kwargs)
+            yield from self._transform_stream_with_config(iter([input]), transform, config)
         finally:
             for generator in opened:
                 generator.close()
 
     async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
+        config, kwargs = self._bind(config, kwargs)
+        if kwargs and self._kwargs_route == "stock":
+            async with aclosing(self._astock_stream("kwargs for a lowered first step", input, config, **kwargs)) as chunks:
+                async for chunk in chunks:
+                    yield chunk
+            return
+
         async def one() -> AsyncIterator[Any]:
             yield input
 
+        def transform(inputs: AsyncIterator[Any], run_manager: Any, config: RunnableConfig) -> AsyncIterator[Any]:
+            return self._astream(inputs, run_manager, config, kwargs)
+
         # closed explicitly: leaving early must cancel the query now, not when the GC gets to it
-        async with aclosing(self._atransform_stream_with_config(one(), self._astream, config, **kwargs)) as chunks:
+        async with aclosing(self._atransform_stream_with_config(one(), transform, config)) as chunks:
             async for chunk in chunks:
                 yield chunk
 
-    def _stream(self, inputs: Iterator[Any], run_manager: Any, config: RunnableConfig) -> Iterator[Any]:
+    def _stream(self, inputs: Iterator[Any], run_manager: Any, config: RunnableConfig, kwargs: dict[str, Any]) -> Iterator[Any]:
         input = next(inputs)
-        child = patch_config(config, callbacks=run_manager.get_child())
+        caller = ThreadCaller()
+        query = self._query(input, run_manager, config, caller, kwargs)
         chunks, started = Chunks(self._chat_result), False
         try:
-            query = {"input": input, "config": child}
-            with closing(self._session.stream(self._template, query, context=context_with(self._new_run()))) as items:
+            items = self._session.stream(self._template, query, context=context_with(self._new_run()), caller=caller)
+            with closing(items):
                 for item in items:
                     for chunk in chunks.feed(item):
                         started = True
                         yield chunk
-        except EngineError:
-            if started or not self.fallback:
+        except EngineError as err:
+            if started:
                 raise
-            stock = self.original.stream(input, child)
+            self._may_fall_back(err, caller)
+            stock = self._root.stream(input, _child(query), **kwargs)
             with closing(stock):
                 while (chunk := _stock_next(stock)) is not _END:
                     yield chunk
 
-    async def _astream(self, inputs: AsyncIterator[Any], run_manager: Any, config: RunnableConfig) -> AsyncIterator[Any]:
+    async def _astream(self, inputs: AsyncIterator[Any], run_manager: Any, config: RunnableConfig, kwargs: dict[str, Any]) -> AsyncIterator[Any]:
         input = await anext(inputs)
-        child = patch_config(config, callbacks=run_manager.get_child())
+        caller = LoopCaller(asyncio.get_running_loop())
+        query = self._query(input, run_manager, config, caller, kwargs)
         chunks, started = Chunks(self._chat_result), False
         try:
-            query = {"input": input, "config": child}
             async with aclosing(self._session.astream(self._template, query, context=context_with(self._new_run()))) as items:
                 async for item in items:
                     for chunk in chunks.feed(item):
                         started = True
                         yield chunk
-        except EngineError:
-            if started or not self.fallback:
+        except EngineError as err:
+            if started:
                 raise
-            async with aclosing(self.original.astream(input, child)) as stock:
+            self._may_fall_back(err, caller)
+            async with aclosing(self._root.astream(input, _child(query), **kwargs)) as stock:
                 while (chunk := await _stock_anext(stock)) is not _END:
                     yield chunk
 
+    # ---- the stock path -----------------------------------------------------------------
+
     def _new_run(self) -> WrappedRun:
         return WrappedRun(app=self.name, session=self._session)
+
+    def _stock(self, why: str, method: str, *args: Any, **kwargs: Any) -> Any:
+        log.info("accel.wrap(%s): %s; %s runs the stock chain", self.name, why, method)
+        self.counters[f"stock runs: {why}"] += 1
+        with wrapped_run(self._new_run()), stock_call():
+            return getattr(self._root, method)(*args, **kwargs)
+
+    async def _astock(self, why: str, method: str, *args: Any, **kwargs: Any) -> Any:
+        log.info("accel.wrap(%s): %s; %s runs the stock chain", self.name, why, method)
+        self.counters[f"stock runs: {why}"] += 1
+        with wrapped_run(self._new_run()), stock_call():
+            return await getattr(self._root, method)(*args, **kwargs)
+
+    def _stock_stream(self, why: str, input: Any, config: Any, **kwargs: Any) -> Iterator[Any]:
+        log.info("accel.wrap(%s): %s; stream runs the stock chain", self.name, why)
+        self.counters[f"stock runs: {why}"] += 1
+        context = context_with(self._new_run())
+        with closing(context.run(self._root.stream, input, config, **kwargs)) as stock:
+            while (chunk := context.run(_stock_next, stock)) is not _END:
+                yield chunk
+
+    async def _astock_stream(self, why: str, input: Any, config: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        log.info("accel.wrap(%s): %s; astream runs the stock chain", self.name, why)
+        self.counters[f"stock runs: {why}"] += 1
+        run = self._new_run()
+        async with aclosing(self._root.astream(input, config, **kwargs)) as stock:
+            while (chunk := await _scoped_anext(run, stock)) is not _END:
+                yield chunk
 
     # ---- introspection ------------------------------------------------------------------
 
     def explain(self) -> str:
         """The components lowered or left opaque (and why), the passes and the e-graph."""
-        return explain_text(f"accel.wrap({self.name}) [LangChain]", self._steps, self._template)
+        title = f"accel.wrap({self.name}) [LangChain]"
+        counters = [f"  {name}: {n}" for name, n in sorted(self.counters.items())]
+        if not self.lowered:
+            lines = [title, "", "runs as-is: no engine work accel can lower (engine calls inside are still captured)", "",
+                     "components:"] + [f"  [opaque ] {s.component}: {s.detail}" for s in self._steps]
+            return "\n".join(lines + (["", "counters:", *counters] if counters else []))
+        text = explain_text(title, self._steps, self._template)
+        return text + ("\n\ncounters:\n" + "\n".join(counters) if counters else "")
 
     @property
     def template(self) -> Any:
@@ -170,6 +300,11 @@ class WrappedRunnable(Runnable[Any, Any]):
 
 
 _END = object()
+
+
+def _child(query: dict[str, Any]) -> RunnableConfig:
+    """The config for the stock chain answering instead: a child of the wrapped call's run."""
+    return patch_config(query["config"], callbacks=query["run"].get_child())
 
 
 def _stock_next(stream: Iterator[Any]) -> Any:
@@ -184,18 +319,68 @@ async def _stock_anext(stream: AsyncIterator[Any]) -> Any:
         return await anext(stream, _END)
 
 
-def _capture(original: Runnable, session: Any) -> tuple[list[Step], Any, Any]:
-    """Lower the chain; if lowering itself fails, the whole chain becomes one opaque node."""
+def _delegate(wrapped: WrappedRunnable, name: str) -> Callable[..., Any]:
+    """The original's own sync entry point `name`, inside a `WrappedRun`. Generators (stream,
+    transform, batch_as_completed) hold the scope only while they run, never across a yield."""
+    method = getattr(wrapped.original, name)
+    if name in ("stream", "transform", "batch_as_completed"):
+        def generate(*args: Any, **kwargs: Any) -> Iterator[Any]:
+            context = context_with(wrapped._new_run())
+            items = context.run(method, *args, **kwargs)
+            with closing(items):
+                while (item := context.run(_stock_next, items)) is not _END:
+                    yield item
+
+        return generate
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with wrapped_run(wrapped._new_run()), stock_call():
+            return method(*args, **kwargs)
+
+    return call
+
+
+def _adelegate(wrapped: WrappedRunnable, name: str) -> Callable[..., Any]:
+    method = getattr(wrapped.original, name)
+    if name in ("ainvoke", "abatch"):
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            with wrapped_run(wrapped._new_run()), stock_call():
+                return await method(*args, **kwargs)
+
+        return call
+
+    async def generate(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        run = wrapped._new_run()
+        async with aclosing(method(*args, **kwargs)) as items:  # nothing runs until iterated
+            while (item := await _scoped_anext(run, items)) is not _END:
+                yield item
+
+    return generate
+
+
+async def _scoped_anext(run: WrappedRun, items: AsyncIterator[Any]) -> Any:
+    """One step of a stock async stream inside `run` (the scope is not held across yields)."""
+    with wrapped_run(run), stock_call():
+        return await anext(items, _END)
+
+
+def _fallback_event(app: str, err: EngineError) -> None:
+    """An `accel.fallback` event on the current OpenTelemetry span."""
+    from opentelemetry import trace
+
+    trace.get_current_span().add_event("accel.fallback", {"accel.app": app, "accel.engine": err.engine, "accel.cause": err.cause})
+
+
+def _capture(original: Runnable, session: Any) -> tuple[Capture, Any, Any]:
+    """Lower the chain: the capture (report, kwargs route), its p-graph and the pass context.
+    Components are lowered or opaque (`Opaque`, reported); any other exception is a capture
+    bug and surfaces."""
     from accel.passes import PassContext
 
     capture = Capture(session)
-    try:
-        graph = capture.build(capture.lower(original, capture.input))
-    except (Opaque, AttributeError, TypeError, ValueError, KeyError) as err:
-        capture = Capture(session)
-        graph = capture.build(capture.opaque(original, capture.input, f"capture failed ({type(err).__name__}: {err})"))
+    graph = capture.build(capture.lower_root(original))
     context = PassContext()
     if len(capture.llm_engines) == 1:
         engine = session.get_engine(next(iter(capture.llm_engines)))
         context = PassContext(tokenize=engine.tokenize, render_chat=engine.render_chat, block_size=engine.block_size)
-    return capture.report, graph, context
+    return capture, graph, context

@@ -10,11 +10,13 @@ import sys
 from pathlib import Path
 
 APP = '''
-import asyncio, json, threading
+import asyncio, json, sys, threading
 from langchain_core.runnables import RunnableLambda, RunnableSequence
 
 def where(x):
-    return {"value": x * 2, "thread": threading.current_thread().name}
+    scope = sys.modules.get("accel.scope")  # the app imports no accel code; accel-run does
+    wrapped = scope is not None and scope.current_run() is not None
+    return {"value": x * 2, "thread": threading.current_thread().name, "wrapped": wrapped}
 
 chain = RunnableLambda(lambda x: x + 1) | RunnableLambda(where)
 out = chain.invoke(1)
@@ -38,22 +40,24 @@ def test_without_the_variable_langchain_is_untouched(tmp_path: Path) -> None:
     sitecustomize = str(Path(__import__("accel.patches.run", fromlist=["BOOTSTRAP"]).BOOTSTRAP))
     result = _run(tmp_path, [sys.executable], {"PYTHONPATH": sitecustomize})
     assert result["patched"] is False
-    assert result["out"] == {"value": 4, "thread": "MainThread"}
+    assert result["out"] == {"value": 4, "thread": "MainThread", "wrapped": False}
 
 
 def test_accel_run_accelerates_the_unchanged_app(tmp_path: Path) -> None:
+    """The chain goes through accel.wrap (its code runs inside a wrapped run); with nothing
+    to lower, its steps run where stock runs them: the caller's thread."""
     result = _run(tmp_path, [sys.executable, "-m", "accel.patches.run", sys.executable], {})
     assert result["patched"] is True
-    assert result["out"]["value"] == 4 and result["out"]["thread"].startswith("accel-")
-    assert [r["value"] for r in result["batch"]] == [4, 6]
-    assert result["aout"]["value"] == 8 and result["aout"]["thread"].startswith("accel-")
+    assert result["out"] == {"value": 4, "thread": "MainThread", "wrapped": True}
+    assert [r["value"] for r in result["batch"]] == [4, 6] and all(r["wrapped"] for r in result["batch"])
+    assert result["aout"]["value"] == 8 and result["aout"]["wrapped"]
 
 
 def test_env_var_with_the_bootstrap_on_the_path(tmp_path: Path) -> None:
     from accel.patches.run import BOOTSTRAP
 
     result = _run(tmp_path, [sys.executable], {"ACCEL_AUTO": "1", "PYTHONPATH": str(BOOTSTRAP)})
-    assert result["patched"] is True and result["out"]["thread"].startswith("accel-")
+    assert result["patched"] is True and result["out"]["wrapped"]
 
 
 def test_uninstrument_restores_the_originals() -> None:
