@@ -17,6 +17,7 @@ from typing import Any
 
 # framework root module -> accel adapter package that registers itself on import
 BUILTIN_ADAPTERS: dict[str, str] = {
+    "langgraph": "accel.adapters.langgraph",
     "langchain_core": "accel.adapters.langchain",
     "llama_index.core": "accel.adapters.llamaindex",
 }
@@ -33,13 +34,18 @@ _adapters: list[Adapter] = []
 _lock = threading.Lock()
 
 
-def register_adapter(matches: Callable[[Any], bool], wrap_fn: Callable[..., Any], *, name: str | None = None) -> None:
+def register_adapter(matches: Callable[[Any], bool], wrap_fn: Callable[..., Any], *, name: str | None = None,
+                     first: bool = False) -> None:
     """Add an adapter: `wrap_fn(obj, **options)` is used for objects where `matches(obj)`.
-    Registering the same `wrap_fn` again replaces the earlier entry (re-imports are harmless)."""
+    Registering the same `wrap_fn` again replaces the earlier entry (re-imports are harmless).
+    `first` puts it ahead of those registered already (a more specific kind of object)."""
     adapter = Adapter(matches, wrap_fn, name or getattr(wrap_fn, "__module__", repr(wrap_fn)))
     with _lock:
         _adapters[:] = [a for a in _adapters if a.wrap is not wrap_fn and a.name != adapter.name]
-        _adapters.append(adapter)
+        if first:
+            _adapters.insert(0, adapter)
+        else:
+            _adapters.append(adapter)
 
 
 def registered_adapters() -> list[str]:

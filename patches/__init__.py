@@ -20,6 +20,10 @@ ENV = "ACCEL_AUTO"
 FRAMEWORKS: dict[str, str] = {
     "langchain_core.runnables.base": "accel.patches.langchain",
     "llama_index.core.query_engine.retriever_query_engine": "accel.patches.llamaindex",
+    "langgraph.pregel.main": "accel.patches.langgraph",
+    # engine-call capture process-wide: framework components' engine calls from any code
+    "langchain_core": "accel.patches.floor",
+    "llama_index.core": "accel.patches.floor",
 }
 
 _lock = threading.Lock()

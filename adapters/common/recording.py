@@ -1,6 +1,6 @@
 """Recording of engine requests at boundaries shared by stock and accelerated runs, for
 fidelity tests: sentence-transformers `encode` (texts embedded), `CrossEncoder.predict`
-(pairs scored), and vector searches (stock langchain-postgres `similarity_search_by_vector`
+(pairs scored), and vector searches (stock langchain-postgres' own SQL query
 and accel's `PgVectorEngine.run`), normalised to comparable tuples.
 
     with record_requests() as log:
@@ -80,14 +80,24 @@ def record_requests() -> Iterator[RequestLog]:
     except ImportError:
         PGVector = None
     if PGVector is not None:
-        def by_vector(original: Any) -> Any:
-            def wrapper(self: Any, embedding: Any, k: int = 4, filter: Any = None, **kwargs: Any) -> Any:
+        # the store's own SQL query (private, langchain-postgres 0.0.19): a search accel's
+        # floor routes to PgVectorEngine never reaches it, so nothing is recorded twice
+        def query(original: Any) -> Any:
+            def wrapper(self: Any, embedding: Any, k: int = 4, filter: Any = None) -> Any:
                 log.add("searched", [(self.collection_name, k, filter, _vector(embedding))])
-                return original(self, embedding, k=k, filter=filter, **kwargs)
+                return original(self, embedding, k=k, filter=filter)
 
             return wrapper
 
-        patch(PGVector, "similarity_search_by_vector", by_vector)
+        def aquery(original: Any) -> Any:
+            async def wrapper(self: Any, session: Any, embedding: Any, k: int = 4, filter: Any = None) -> Any:
+                log.add("searched", [(self.collection_name, k, filter, _vector(embedding))])
+                return await original(self, session, embedding, k=k, filter=filter)
+
+            return wrapper
+
+        patch(PGVector, "_PGVector__query_collection", query)
+        patch(PGVector, "_PGVector__aquery_collection", aquery)
     try:
         yield log
     finally:

@@ -19,8 +19,10 @@ def _matches(obj: Any) -> bool:
 
 def wrap_runnable(runnable: Any, **options: Any) -> Any:
     """`accel.wrap` for a LangChain Runnable (already wrapped ones are returned unchanged)."""
+    from accel.adapters.common import floor
     from accel.adapters.langchain.runnable import WrappedRunnable
 
+    floor.install()  # engine-call capture inside its runs (idempotent; inert outside them)
     if isinstance(runnable, WrappedRunnable):
         return runnable
     return WrappedRunnable(runnable, **options)

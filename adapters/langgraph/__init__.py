@@ -1,0 +1,30 @@
+"""LangGraph adapter: `accel.wrap(compiled_graph)` keeps LangGraph's execution and makes each
+call a program whose engine calls the floor captures (see `graph.py`).
+
+Importing this package registers the adapter ahead of the generic LangChain one (a compiled
+graph is also a LangChain `Runnable`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from accel.wrap import register_adapter
+
+
+def _matches(obj: Any) -> bool:
+    from langgraph.pregel import Pregel
+
+    return isinstance(obj, Pregel)
+
+
+def wrap_graph(graph: Any, **options: Any) -> Any:
+    """`accel.wrap` for a compiled LangGraph graph."""
+    from accel.adapters.langgraph.graph import wrap_graph as wrap
+
+    return wrap(graph, **options)
+
+
+register_adapter(_matches, wrap_graph, name="langgraph", first=True)
+
+__all__ = ["wrap_graph"]
