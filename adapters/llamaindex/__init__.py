@@ -1,6 +1,7 @@
-"""LlamaIndex adapter: `accel.wrap(query_engine)` for `RetrieverQueryEngine` apps, and
-`accel.wrap(IngestionPipeline(...))` / `accel.wrap(VectorStoreIndex).from_documents(...)` for
-ingestion.
+"""LlamaIndex adapter: `accel.wrap(obj)` for every LlamaIndex object with a query, chat,
+retrieve or run entry point (query engines, chat engines, retrievers, routers, sub-question
+engines, workflows and agents; see `components.py`), and `accel.wrap(IngestionPipeline(...))` /
+`accel.wrap(VectorStoreIndex).from_documents(...)` for ingestion.
 
 Importing this package registers the adapter with `accel.wrap`; the dispatcher imports it
 lazily once the app has imported `llama_index.core`.
@@ -12,11 +13,12 @@ from typing import Any
 
 from accel.wrap import register_adapter
 
+from .components import wrap_object
+from .dropin import has_entry_point, is_dropin
 from .indexing import WrappedIndexClass, WrappedIngestionPipeline
-from .query_engine import OpaqueQueryEngine, WrappedQueryEngine
+from .query_engine import WrappedQueryEngine
 
 __all__ = [
-    "OpaqueQueryEngine",
     "WrappedIndexClass",
     "WrappedIngestionPipeline",
     "WrappedQueryEngine",
@@ -31,13 +33,25 @@ def _is_index_class(obj: Any) -> bool:
     return isinstance(obj, type) and issubclass(obj, VectorStoreIndex)
 
 
+SUPPORTED = ("query engines (RetrieverQueryEngine lowered; RouterQueryEngine, SubQuestionQueryEngine and others), "
+             "chat engines (simple, context, condense_question, condense_plus_context), retrievers, "
+             "Workflow / AgentWorkflow / FunctionAgent and any LlamaIndex object with a query, chat, retrieve or run "
+             "entry point, IngestionPipeline, the VectorStoreIndex class")
+
+
+def _is_llamaindex(obj: Any) -> bool:
+    """An object of a LlamaIndex class (the app's own subclasses included)."""
+    return any(c.__module__.startswith(("llama_index.", "workflows.")) for c in type(obj).__mro__)
+
+
 def _matches(obj: Any) -> bool:
-    from llama_index.core.base.base_query_engine import BaseQueryEngine
     from llama_index.core.ingestion import IngestionPipeline
 
-    if isinstance(obj, (WrappedQueryEngine, OpaqueQueryEngine)):
+    if isinstance(obj, WrappedQueryEngine) or is_dropin(obj):
         return False
-    return isinstance(obj, (BaseQueryEngine, IngestionPipeline)) or _is_index_class(obj)
+    if isinstance(obj, IngestionPipeline) or _is_index_class(obj):
+        return True
+    return _is_llamaindex(obj) and has_entry_point(obj)
 
 
 def wrap_llamaindex(obj: Any, *, policy: str = "topology", disabled_passes: tuple[str, ...] = ()) -> Any:
@@ -53,12 +67,13 @@ def wrap_llamaindex(obj: Any, *, policy: str = "topology", disabled_passes: tupl
 
 def wrap_query_engine(engine: Any, *, policy: str = "topology", disabled_passes: tuple[str, ...] = ()) -> Any:
     """A drop-in replacement for `engine`: a `RetrieverQueryEngine` is lowered to primitives;
-    any other query engine is returned wrapped as-is (opaque), with `explain()` saying so."""
+    anything else becomes a drop-in of its own class (`components.wrap_object`), lowering the
+    parts it can and running the rest as-is, with `explain()` saying which."""
     from llama_index.core.query_engine import RetrieverQueryEngine
 
     if type(engine) is RetrieverQueryEngine:
         return WrappedQueryEngine(engine, policy=policy, disabled_passes=tuple(disabled_passes))
-    return OpaqueQueryEngine(engine)
+    return wrap_object(engine, policy=policy, disabled_passes=tuple(disabled_passes))
 
 
-register_adapter(_matches, wrap_llamaindex, name="llamaindex")
+register_adapter(_matches, wrap_llamaindex, name=f"llamaindex ({SUPPORTED})")

@@ -73,10 +73,11 @@ class QueryTrace:
     """The synthetic spans of one query: those still open (dropped if the query fails) and
     those a later hook closes, found by key (the latest kept under a key comes first)."""
 
-    def __init__(self, bundle: QueryBundle, asynchronous: bool, root: str | None) -> None:
+    def __init__(self, bundle: QueryBundle, asynchronous: bool, root: str | None, *, retrieval: bool = True) -> None:
         self.bundle = bundle
         self.asynchronous = asynchronous
         self.root = root
+        self.retrieval = retrieval  # False: the retriever's own `retrieve` reports itself (a lowered retriever)
         self._open: dict[str, Span] = {}
         self._keyed: dict[Hashable, list[Any]] = {}
         self._lock = threading.Lock()
@@ -153,12 +154,13 @@ def _listening() -> bool:
 
 
 @contextmanager
-def traced(bundle: QueryBundle, *, asynchronous: bool) -> Iterator[None]:
-    """Trace the query run inside, under the caller's active span (the engine's `_query`)."""
+def traced(bundle: QueryBundle, *, asynchronous: bool, retrieval: bool = True) -> Iterator[None]:
+    """Trace the query run inside, under the caller's active span (the engine's `_query`).
+    `retrieval=False`: the top-level retriever's span and events are stock code's own."""
     if not _listening():
         yield
         return
-    trace = QueryTrace(bundle, asynchronous, active_span_id.get())
+    trace = QueryTrace(bundle, asynchronous, active_span_id.get(), retrieval=retrieval)
     token = _current.set(trace)
     try:
         yield
@@ -195,7 +197,7 @@ def retrieval_started(retriever: Any, key: Hashable = "retrieve", query: str | N
                       parent: tuple[Hashable, ...] = ()) -> None:
     """`retriever.retrieve(bundle)` begins: the query's own bundle, or a fusion sub-query's."""
     trace = _current.get()
-    if trace is None:
+    if trace is None or (key == "retrieve" and not trace.retrieval):
         return
     bundle = trace.bundle if query is None else QueryBundle(query_str=query)
     span = trace.enter(retriever, "retrieve", (bundle,), trace.parent(*parent))

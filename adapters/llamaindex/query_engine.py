@@ -92,7 +92,8 @@ class WrappedQueryEngine(BaseQueryEngine):
     # ---- queries ------------------------------------------------------------------------------
 
     def _lowerable(self, bundle: QueryBundle) -> bool:
-        return bundle.embedding is None and bundle.custom_embedding_strs is None
+        # an empty query has no embedding strings: stock then searches with no vector (and fails its own way)
+        return bundle.embedding is None and bundle.custom_embedding_strs is None and bool(bundle.query_str)
 
     @dispatcher.span
     def _query(self, query_bundle: QueryBundle) -> Any:
@@ -215,41 +216,3 @@ def _run_steps(steps: Generator[Any, Any, Any], run: Callable[[Any], Any]) -> An
             step = steps.send(run(step))
     except StopIteration as done:
         return done.value
-
-
-class OpaqueQueryEngine(BaseQueryEngine):
-    """A query engine accel does not lower: every query runs the original's own code."""
-
-    def __init__(self, original: Any) -> None:
-        self._original = original
-        super().__init__(callback_manager=original.callback_manager)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name == "_original":
-            raise AttributeError(name)
-        return getattr(self._original, name)
-
-    # The original's own entry points: engines such as CustomQueryEngine override `query` /
-    # `aquery` and leave `_query` unimplemented, and their events are then exactly stock's.
-    def query(self, str_or_query_bundle: Any) -> Any:
-        with wrapped_run(WrappedRun(app=type(self._original).__name__)):
-            return self._original.query(str_or_query_bundle)
-
-    async def aquery(self, str_or_query_bundle: Any) -> Any:
-        with wrapped_run(WrappedRun(app=type(self._original).__name__)):
-            return await self._original.aquery(str_or_query_bundle)
-
-    def _query(self, query_bundle: QueryBundle) -> Any:
-        return self._original._query(query_bundle)
-
-    async def _aquery(self, query_bundle: QueryBundle) -> Any:
-        return await self._original._aquery(query_bundle)
-
-    def _get_prompt_modules(self) -> dict[str, Any]:
-        return {}
-
-    def get_prompts(self) -> dict[str, Any]:
-        return self._original.get_prompts()
-
-    def explain(self) -> str:
-        return f"accel.wrap({type(self._original).__name__}): opaque, run as-is (only RetrieverQueryEngine is lowered)"

@@ -1,0 +1,121 @@
+"""Lowered components as drop-ins of their own class, for use inside bigger LlamaIndex objects.
+
+A chat engine, a router or a sub-question engine calls its components through their own
+methods (`retriever.retrieve`, `query_engine.query`, and for condense-question the stock
+engine checks `isinstance(query_engine, RetrieverQueryEngine)` to switch streaming on). So the
+lowered parts keep their class and their public methods (callbacks, instrumentation events and
+spans are stock code's own) and replace only the step that does the engine work:
+
+- a retriever (dense `VectorIndexRetriever`, `QueryFusionRetriever` over them) replaces
+  `_retrieve` / `_aretrieve`: Embed -> Search (-> fusion) on accel's runtime, the graph of
+  `retrieval.py`, so concurrent conversations' embeddings and searches batch together;
+- a `RetrieverQueryEngine` replaces `_query` / `_aquery` with `WrappedQueryEngine`'s lowered
+  query (retrieval, postprocessors and synthesis as primitives).
+
+Inputs accel does not lower (a bundle carrying its own embedding) take the class's own code.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import llama_index.core.instrumentation as instrument
+
+from accel.passes import PassContext
+
+from . import events
+from .dropin import DropInInfo, info, make_dropin
+from .retrieval import plan_retrieval
+
+_ids = itertools.count()
+
+
+def _span(cls: type, name: str, fn: Any) -> Any:
+    """`fn` as the class's own `name` would be traced: a span on its module's dispatcher."""
+    fn.__name__ = name
+    fn.__qualname__ = f"{cls.__name__}.{name}"
+    return instrument.get_dispatcher(cls.__module__).span(fn)
+
+
+def _lowerable(bundle: Any) -> bool:
+    # an empty query has no embedding strings: stock then searches with no vector (and fails its own way)
+    return bundle.embedding is None and bundle.custom_embedding_strs is None and bool(bundle.query_str)
+
+
+# ---- retrievers ---------------------------------------------------------------------------------
+
+
+def _retriever_overrides(cls: type) -> dict[str, Any]:
+    own_sync, own_async = cls._retrieve, cls._aretrieve
+
+    def _retrieve(self: Any, query_bundle: Any) -> Any:
+        found = info(self)
+        if not _lowerable(query_bundle):
+            return own_sync(self, query_bundle)
+        with events.traced(query_bundle, asynchronous=False, retrieval=False):
+            return found.session.run(found.helper, {"query": query_bundle.query_str})
+
+    async def _aretrieve(self: Any, query_bundle: Any) -> Any:
+        found = info(self)
+        if not _lowerable(query_bundle):
+            return await own_async(self, query_bundle)
+        with events.traced(query_bundle, asynchronous=True, retrieval=False):
+            return await found.session.arun(found.helper, {"query": query_bundle.query_str})
+
+    return {"_retrieve": _span(cls, "_retrieve", _retrieve), "_aretrieve": _span(cls, "_aretrieve", _aretrieve)}
+
+
+_retriever_classes: dict[type, dict[str, Any]] = {}
+
+
+def lower_retriever(retriever: Any, session: Any) -> Any | None:
+    """A drop-in of `retriever` whose retrieval runs on accel's engines, or None when no part
+    of it would be lowered (it then stays the original)."""
+    from accel.ir import GraphBuilder
+
+    plan = plan_retrieval(retriever, [])
+
+    def build() -> Any:
+        plan.lowered.clear()
+        plan.opaque.clear()
+        b = GraphBuilder()
+        b.output(plan.build(b, session))
+        return b.build()
+
+    template = session.template(("llamaindex-retriever", next(_ids)), build, context=PassContext())
+    if not plan.lowered:
+        return None
+    cls = type(retriever)
+    overrides = _retriever_classes.setdefault(cls, _retriever_overrides(cls))
+    kind = DropInInfo(cls.__name__, session, lowered=list(plan.lowered),
+                      as_is=[f"{u.component}: {u.reason}" for u in plan.opaque], helper=template)
+    return make_dropin(retriever, kind, overrides=overrides)
+
+
+# ---- retriever query engines --------------------------------------------------------------------
+
+
+def _query_engine_overrides(cls: type) -> dict[str, Any]:
+    def _query(self: Any, query_bundle: Any) -> Any:
+        return info(self).helper._query.__wrapped__(query_bundle)
+
+    async def _aquery(self: Any, query_bundle: Any) -> Any:
+        return await info(self).helper._aquery.__wrapped__(query_bundle)
+
+    return {"_query": _span(cls, "_query", _query), "_aquery": _span(cls, "_aquery", _aquery)}
+
+
+_query_engine_classes: dict[type, dict[str, Any]] = {}
+
+
+def lower_query_engine(engine: Any, *, policy: str, disabled_passes: tuple[str, ...]) -> Any:
+    """A `RetrieverQueryEngine` drop-in answering through `WrappedQueryEngine`'s lowering."""
+    from .query_engine import WrappedQueryEngine
+
+    helper = WrappedQueryEngine(engine, policy=policy, disabled_passes=disabled_passes)
+    cls = type(engine)
+    overrides = _query_engine_classes.setdefault(cls, _query_engine_overrides(cls))
+    kind = DropInInfo(cls.__name__, helper._session, lowered=["retrieval, postprocessors and synthesis as primitives"],
+                      parts=[helper], helper=helper)  # explained by the helper (`WrappedQueryEngine.explain`)
+    return make_dropin(engine, kind, overrides=overrides)
