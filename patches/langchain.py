@@ -1,6 +1,7 @@
-"""LangChain patch: `RunnableSequence.invoke/ainvoke/batch/abatch` run through `accel.wrap`.
+"""LangChain patch: `RunnableSequence.invoke/ainvoke/batch/abatch/stream/astream` run through
+`accel.wrap` (`astream_events` / `astream_log` reach `astream`).
 
-Caching and the stock paths are those of `MethodPatch`. Streams stay stock.
+Caching and the stock paths are those of `MethodPatch`.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from typing import Any
 
 from accel.patches.methods import MethodPatch
 
-METHODS = ("invoke", "ainvoke", "batch", "abatch")
+METHODS = ("invoke", "ainvoke", "batch", "abatch", "stream", "astream")
 
 
 def _sequence_class() -> type:

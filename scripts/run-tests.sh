@@ -5,4 +5,6 @@ cd "$(dirname "$0")/.."
 # The tiny test model needs little KV cache; 1 GiB per vLLM process keeps the few servers and
 # in-process engines a run starts well inside a 24 GiB machine.
 export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1}
+# the frameworks' own test suites the conformance tests run (downloaded once)
+./scripts/conformance-sources.sh
 exec .venv/bin/python -m pytest "$@"
