@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from accel.config import Settings, settings as current_settings
 
-from .errors import EngineError
+from .errors import EngineError, EngineUnavailable
 
 Report = Callable[[str], None]
 
@@ -26,7 +27,7 @@ class StackInfo:
     pg_dsn: str
     embed_model: str
     rerank_model: str
-    server_pid: int | None = None
+    server_pid: int | None = None  # the API server process, leader of the server's process group
     server_log: str | None = None
     pg_dir: str | None = None  # set when `up` started the embedded Postgres
 
@@ -72,15 +73,13 @@ def pid_alive(pid: int | None) -> bool:
 
 
 async def up(cfg: Settings | None = None, *, report: Report = _quiet, max_model_len: int | None = None) -> StackInfo:
-    """Start what is not running yet and return how to reach it. Idempotent."""
-    from .llm.server import launch_server
-    from .vectordb.server import start_local_postgres
-
+    """Start what is not running yet and return how to reach it. Idempotent; after a crash
+    it restarts only what stopped, on the recorded port and socket, so chains built on the
+    recorded URLs work again without being rebuilt."""
     cfg = cfg or current_settings()
     state = read_state(cfg)
-    if state and (state.server_pid is None or pid_alive(state.server_pid)):
-        report("stack already up")
-        return state
+    if state is not None:
+        return await _revive(state, cfg, report, max_model_len)
 
     llm, embed, rerank = resolve_models(cfg, report)
     if cfg.pg_dsn:
@@ -88,17 +87,14 @@ async def up(cfg: Settings | None = None, *, report: Report = _quiet, max_model_
         dsn, pg_dir = cfg.pg_dsn, None
     else:
         report(f"starting embedded Postgres + pgvector in {cfg.pg_dir}")
-        dsn, pg_dir = start_local_postgres(cfg.pg_dir), str(cfg.pg_dir)
+        dsn, pg_dir = _start_postgres(cfg.pg_dir), str(cfg.pg_dir)
 
     if cfg.openai_base_url:
         report("using the vLLM server at ACCEL_OPENAI_BASE_URL")
         base_url, served, pid, log = cfg.openai_base_url, llm, None, None
     else:
-        report("starting the vLLM OpenAI server (about 2 minutes on CPU)")
-        log_path = cfg.home / "logs" / "vllm-server.log"
-        log_path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            handle = await launch_server(llm, max_model_len=max_model_len, log_path=log_path)
+            handle = await _launch(cfg, llm, report, max_model_len=max_model_len)
         except BaseException:
             if pg_dir:
                 from .vectordb.server import stop_local_postgres
@@ -108,16 +104,86 @@ async def up(cfg: Settings | None = None, *, report: Report = _quiet, max_model_
         base_url, served, pid, log = handle.base_url, handle.model, handle.pid, str(handle.log_path)
 
     info = StackInfo(base_url, served, dsn, embed, rerank, server_pid=pid, server_log=log, pg_dir=pg_dir)
+    _write_state(cfg, info)
+    return info
+
+
+async def _revive(state: StackInfo, cfg: Settings, report: Report, max_model_len: int | None) -> StackInfo:
+    """Restart the parts of a recorded stack that stopped; leave running parts alone."""
+    from .llm.server import group_members, stop_pid
+
+    restarted = []
+    if state.pg_dir and _postgres_down(state.pg_dir):
+        report(f"the embedded Postgres in {state.pg_dir} is stopped; starting it")
+        dsn = _start_postgres(Path(state.pg_dir))
+        if dsn != state.pg_dsn:  # same data dir, same socket: only a changed layout gets here
+            report(f"Postgres now listens at {dsn}")
+            state = replace(state, pg_dsn=dsn)
+        restarted.append("postgres")
+    if state.server_pid and not pid_alive(state.server_pid):
+        leftovers = group_members(state.server_pid)
+        if leftovers:  # the API server died, its engine processes may not have
+            report(f"stopping what is left of the vLLM server's process group ({len(leftovers)} processes)")
+            stop_pid(state.server_pid)
+        llm, _, _ = resolve_models(cfg, report)
+        port = _recorded_port(state.openai_base_url)
+        handle = await _launch(cfg, llm, report, max_model_len=max_model_len, port=port, served_model_name=state.model)
+        state = replace(state, server_pid=handle.pid, server_log=str(handle.log_path))
+        restarted.append("vllm-server")
+    if not restarted:
+        report("stack already up")
+        return state
+    _write_state(cfg, state)
+    return state
+
+
+async def _launch(cfg: Settings, llm: str, report: Report, *, max_model_len: int | None, port: int | None = None,
+                  served_model_name: str | None = None):
+    from .llm.server import launch_server, port_free
+
+    host = "127.0.0.1"
+    if port is not None and not port_free(host, port):
+        raise EngineUnavailable(
+            "vllm-server",
+            f"port {port}, recorded for the vLLM server in {cfg.stack_state}, is in use by another process",
+            "stop that process so the server comes back where chains expect it, or run `accel down` then "
+            "`accel up` for a new port (chains built on the old URL must then be rebuilt)",
+        )
+    where = f" on port {port}" if port else ""
+    report(f"starting the vLLM OpenAI server{where} (about 2 minutes on CPU)")
+    log_path = cfg.home / "logs" / "vllm-server.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    return await launch_server(llm, host=host, port=port, max_model_len=max_model_len, log_path=log_path,
+                               served_model_name=served_model_name)
+
+
+def _recorded_port(base_url: str) -> int | None:
+    port = urlsplit(base_url).port
+    return port if port else None
+
+
+def _start_postgres(pg_dir: Path) -> str:
+    from .vectordb.server import start_local_postgres
+
+    return start_local_postgres(pg_dir)
+
+
+def _postgres_down(pg_dir: str) -> bool:
+    from .vectordb.server import local_postgres_dsn
+
+    return local_postgres_dsn(pg_dir) is None
+
+
+def _write_state(cfg: Settings, info: StackInfo) -> None:
     cfg.stack_state.parent.mkdir(parents=True, exist_ok=True)
     tmp = cfg.stack_state.with_suffix(".tmp")
     tmp.write_text(json.dumps(info.to_json(), indent=2))
     tmp.replace(cfg.stack_state)
-    return info
 
 
 def down(cfg: Settings | None = None, *, report: Report = _quiet) -> list[str]:
     """Stop what `up` started; returns what was stopped."""
-    from .llm.server import stop_pid
+    from .llm.server import group_members, stop_pid
     from .vectordb.server import stop_local_postgres
 
     cfg = cfg or current_settings()
@@ -127,8 +193,8 @@ def down(cfg: Settings | None = None, *, report: Report = _quiet) -> list[str]:
         report("nothing to stop")
         return stopped
     errors: list[str] = []
-    if state.server_pid and pid_alive(state.server_pid):
-        report(f"stopping the vLLM server (pid {state.server_pid})")
+    if state.server_pid and group_members(state.server_pid):  # the server or what is left of its group
+        report(f"stopping the vLLM server (process group {state.server_pid})")
         try:
             stop_pid(state.server_pid)
             stopped.append("vllm-server")

@@ -1,9 +1,13 @@
 """Start and stop vLLM's OpenAI-compatible server as a detached process group.
 
 `accel up` starts the server and exits; `accel down` (another process) stops it by pid. The
-server therefore runs in its own session, and its output goes through `tee -p` into a log file:
-the launcher follows tee's copy (through a pipe) until uvicorn reports "Application startup complete" (no
-polling), then lets go, and tee keeps writing the file after the launcher has gone.
+API server process itself leads a new session and process group (its EngineCore and workers
+join it), so its pid is both what to watch and the group to signal: killing it leaves no
+server running unnoticed, and stopping the group leaves nothing behind. Its output goes
+through a `tee -p` in the same group into a log file: the launcher follows tee's copy (through
+a pipe) until uvicorn reports "Application startup complete" (no polling), then lets go, and
+tee keeps writing the file after the launcher has gone. (A `sh -c '... | tee'` wrapper used to
+lead the group: its pid was recorded, and killing it left the server running.)
 """
 
 from __future__ import annotations
@@ -36,21 +40,36 @@ class ServerHandle:
 
     base_url: str
     model: str
-    pid: int  # also the process-group id
+    pid: int  # the API server process; also its process-group id
     log_path: Path
-    _process: subprocess.Popen | None = field(default=None, repr=False)
+    _processes: tuple[subprocess.Popen, ...] = field(default=(), repr=False)
+
+    @property
+    def port(self) -> int:
+        return int(self.base_url.rsplit(":", 1)[1].split("/", 1)[0])
 
     async def stop(self, grace_s: float = DEFAULT_GRACE_S) -> None:
         """SIGTERM the whole group, SIGKILL what is left after `grace_s`; returns when all exited."""
         await asyncio.to_thread(stop_pid, self.pid, grace_s)
-        if self._process is not None:
-            await asyncio.to_thread(self._process.wait)  # reap our own child
+        for process in self._processes:
+            await asyncio.to_thread(process.wait)  # reap our own children
 
 
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as probe:
         probe.bind((host, 0))
         return probe.getsockname()[1]
+
+
+def port_free(host: str, port: int) -> bool:
+    """True if nothing listens on `host:port` (SO_REUSEADDR, as uvicorn binds)."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+        return True
 
 
 def server_command(model: str, *, host: str, port: int, served_model_name: str,
@@ -94,15 +113,10 @@ async def launch_server(
 
     command = server_command(model, host=host, port=port, served_model_name=name,
                              max_model_len=max_model_len, extra_args=extra_args)
-    # One new session whose leader is this shell: `accel down` signals the whole group.
-    group = subprocess.Popen(
-        ["sh", "-c", '"$@" 2>&1 | tee -p -a "$ACCEL_SERVER_LOG"', "vllm-server", *command],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        env={**env, "ACCEL_SERVER_LOG": str(log_path)}, start_new_session=True,
-    )
-    handle = ServerHandle(f"http://{host}:{port}/v1", name, group.pid, log_path, group)
+    server = _spawn(command, env, log_path)
+    handle = ServerHandle(f"http://{host}:{port}/v1", name, server.pid, log_path, (server,))
     try:
-        await asyncio.wait_for(_follow_until_ready(group.stdout), ready_timeout_s)
+        await asyncio.wait_for(_follow_until_ready(server.stdout), ready_timeout_s)
     except TimeoutError:
         await handle.stop()
         raise EngineError(_ENGINE, f"server not ready after {ready_timeout_s:.0f}s; log: {log_path}",
@@ -115,6 +129,21 @@ async def launch_server(
         await asyncio.shield(handle.stop())  # the launcher owns the server until it is ready
         raise
     return handle
+
+
+_SPAWN = 'exec > >(exec tee -p -a "$ACCEL_SERVER_LOG") 2>&1; exec "$@"'
+"""bash runs tee through a process substitution, then becomes the server (exec): the server
+keeps the pid of the session leader we started, and tee, its child, stays in its group."""
+
+
+def _spawn(command: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen:
+    """The server, leading a new session (its pid is the group `accel down` signals), its
+    output copied by a `tee -p -a log` in its group to the log and to our pipe."""
+    return subprocess.Popen(
+        ["bash", "-c", _SPAWN, "vllm-server", *command],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        env={**env, "ACCEL_SERVER_LOG": str(log_path)}, start_new_session=True,
+    )
 
 
 def launch_server_sync(model: str, **kwargs) -> ServerHandle:

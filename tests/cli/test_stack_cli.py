@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
 import tempfile
@@ -82,3 +83,60 @@ def test_down_without_stack_is_a_no_op(stack_env, tmp_path):
     down = _run(["down"], dict(stack_env, ACCEL_HOME=str(tmp_path)))
     assert down.returncode == 0
     assert "nothing was running" in down.stdout
+
+
+def _serves(base_url: str) -> bool:
+    import httpx
+
+    try:
+        return httpx.get(base_url.removesuffix("/v1") + "/health", timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_up_restarts_what_stopped_on_the_recorded_addresses(stack_env):
+    """Regressions (issue 14): (c) `server_pid` was a sh/tee wrapper: killing it left the server
+    serving and the next `up` started a second one; (d) `up` did not restart a stopped Postgres
+    while vLLM was alive; (e) after a crash `up` picked a new port, so chains built on the
+    recorded URL stayed broken."""
+    import signal
+
+    import psutil
+
+    from accel.engines.llm.server import group_members
+    from accel.engines.vectordb import stop_local_postgres
+
+    env = dict(stack_env, ACCEL_HOME=tempfile.mkdtemp(prefix="accel-cli-revive-"))
+    up = _run(["up", "--json"], env)
+    assert up.returncode == 0, up.stderr[-3000:]
+    info = json.loads(up.stdout)
+    groups = [info["server_pid"]]
+    try:
+        assert "vllm.entrypoints.openai.api_server" in psutil.Process(info["server_pid"]).cmdline()
+
+        stop_local_postgres(info["pg_dir"])  # (d) Postgres stops, vLLM stays up
+        again = _run(["up", "--json"], env)
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert json.loads(again.stdout) == info  # same DSN, same server, nothing else started
+        with psycopg.connect(info["pg_dsn"], connect_timeout=5) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+
+        exited = os.pidfd_open(info["server_pid"])
+        os.kill(info["server_pid"], signal.SIGKILL)  # (c) the recorded pid is the server itself
+        assert select.select([exited], [], [], 30)[0], "the killed server did not exit"
+        os.close(exited)
+        assert not pid_alive(info["server_pid"])
+        revived = _run(["up", "--json"], env)
+        assert revived.returncode == 0, revived.stderr[-3000:]
+        new = json.loads(revived.stdout)
+        groups.append(new["server_pid"])
+        assert new["openai_base_url"] == info["openai_base_url"]  # (e) the recorded port
+        assert new["server_pid"] != info["server_pid"]
+        assert group_members(info["server_pid"]) == []  # the old server's leftovers are gone
+        assert _serves(new["openai_base_url"])
+        assert {k: v for k, v in new.items() if k not in ("server_pid",)} == {
+            k: v for k, v in info.items() if k not in ("server_pid",)}
+    finally:
+        down = _run(["down"], env)
+    assert down.returncode == 0, down.stderr[-3000:]
+    assert all(group_members(pgid) == [] for pgid in groups), "a server process leaked"

