@@ -23,11 +23,14 @@ def stock_error(err: PromptTooLong) -> Exception:
     return openai.BadRequestError(f"Error code: 400 - {body}", response=response, body=body["error"])
 
 
-def stock_llm_error(err: EngineError) -> Exception:
-    """The OpenAI client's exception for an LLM engine error, else accel's own typed error."""
+def stock_llm_error(err: EngineError, llm_engines: set[str]) -> Exception:
+    """The OpenAI client's exception for an error of one of the `llm_engines` (engine names as
+    errors report them), else accel's own typed error."""
+    if err.engine not in llm_engines:
+        return err
     if isinstance(err, PromptTooLong):
         return stock_error(err)
-    if isinstance(err, (EngineUnavailable, EngineDied)) and err.engine.startswith("llm"):
+    if isinstance(err, (EngineUnavailable, EngineDied)):
         import httpx
         import openai
 

@@ -50,6 +50,7 @@ class Capture:
     builder: GraphBuilder = field(default_factory=GraphBuilder)
     report: list[Step] = field(default_factory=list)
     llm_engines: set[str] = field(default_factory=set)
+    models: list[ModelBinding] = field(default_factory=list)
     _ids: Any = field(default_factory=itertools.count)
     _dicts: dict[str, dict[str, Ref]] = field(default_factory=dict)
     _engine_work: dict[int, bool] = field(default_factory=dict)
@@ -266,6 +267,7 @@ class Capture:
     def llm(self, binding: ModelBinding, prompt: Ref, split: str | None, model: Any) -> Ref:
         engine = self.engine(binding.engine)
         self.llm_engines.add(engine)
+        self.models.append(binding)
         kind = None if split in (None, "str") else split
         op = DecodeOp(params=binding.params, split=kind, result="generation" if binding.chat and kind is None else "text")
         attrs: dict[str, Any] = {"params": binding.params}

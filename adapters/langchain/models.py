@@ -40,6 +40,25 @@ class ModelBinding:
         """Whether the stock chat model's `stream` ends with a usage chunk."""
         return bool(self.model._should_stream_usage(**self.kwargs))
 
+    def stock_error(self, err: Exception) -> Exception:
+        """The exception the stock model raises for the OpenAI client error `err`: chat models
+        of langchain-openai classify client errors (`OpenAIInvalidRequestError`, ...)."""
+        import openai
+
+        handlers = sys.modules.get("langchain_openai.chat_models.base")
+        if not self.chat or handlers is None or not isinstance(err, openai.APIError):
+            return err
+        try:
+            try:
+                raise err
+            except openai.BadRequestError as bad:
+                handlers._handle_openai_bad_request(bad)
+            except openai.APIError as api:
+                handlers._handle_openai_api_error(api)
+        except Exception as converted:  # noqa: BLE001 - the handlers raise what stock raises
+            return converted
+        return err
+
     def prompt_text(self, value: Any) -> str:
         """The prompt text the stock LLM sends for input `value`."""
         return self.model._convert_input(value).to_string()

@@ -64,6 +64,8 @@ class WrappedRunnable(Runnable[Any, Any]):
         self.lowered = any(node.is_engine for node in graph.nodes())
         self._steps: list[Step] = capture.report if self.lowered else capture.inside(root) or capture.report
         self._kwargs_route = capture.kwargs_route()
+        self._models = capture.models  # their stock clients' exception types (`_stock_error`)
+        self._llm_names = {self._session.get_engine(name).name for name in capture.llm_engines}
         self._template = None
         if self.lowered:
             self._template = self._session.template(("langchain", next(_wrap_ids)), lambda: graph, context=context,
@@ -158,7 +160,9 @@ class WrappedRunnable(Runnable[Any, Any]):
             why = "fallback disabled" if not self.fallback else "opaque user code already ran"
             log.warning("accel.wrap(%s): %s; no stock re-run (%s)", self.name, err, why)
             self.counters["engine errors raised"] += 1
-            stock = stock_llm_error(err)
+            stock = stock_llm_error(err, self._llm_names)
+            if stock is not err and self._models:
+                stock = self._models[0].stock_error(stock)
             if stock is err:
                 raise err
             raise stock from err

@@ -1,0 +1,165 @@
+"""A lowered chain still behaves as a Runnable where accel does not lower it (issue 16), on the
+real engines: kwargs reach the first step, async entry points use the steps' async methods on
+the caller's loop, sync ones run steps on the caller's thread, opaque steps keep their stock run
+tags, configured steps stay opaque without recursing, and a failing engine never makes user
+code run twice (issue 10)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnableParallel
+
+import accel
+
+pytestmark = [pytest.mark.engines, pytest.mark.slow]
+
+PROMPT = ChatPromptTemplate.from_messages([("system", "Answer briefly."), ("human", "{question}")])
+
+
+class KwargsRecorder(Runnable[Any, Any]):
+    """A first step that records the keyword arguments `invoke` hands it."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, Any]] = []
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        self.seen.append(dict(kwargs))
+        return {"question": input}
+
+
+class Runs(BaseCallbackHandler):
+    """Chain runs as (name, tags) for runs of user code (not accel's own)."""
+
+    def __init__(self) -> None:
+        self.runs: list[tuple[str, tuple[str, ...]]] = []
+        self.threads: list[str] = []
+
+    def on_chain_start(self, serialized, inputs, *, run_id, parent_run_id=None, tags=None, **kwargs):
+        self.runs.append((kwargs.get("name") or "", tuple(sorted(t for t in tags or () if ":" in t))))
+
+
+def test_kwargs_reach_the_first_step_as_stock(chat_model) -> None:
+    stock_rec, fast_rec = KwargsRecorder(), KwargsRecorder()
+    stock = stock_rec | PROMPT | chat_model | StrOutputParser()
+    fast = accel.wrap(fast_rec | PROMPT | chat_model | StrOutputParser())
+    assert fast.lowered
+    assert fast.invoke("What is heapq?", extra="x") == stock.invoke("What is heapq?", extra="x")
+    assert fast_rec.seen == stock_rec.seen == [{"extra": "x"}]
+
+
+def test_kwargs_for_a_lowered_first_step_run_the_stock_chain(chat_model) -> None:
+    chain = PROMPT | chat_model | StrOutputParser()
+    fast = accel.wrap(chain)
+    # a prompt's stock invoke drops kwargs: accel may run the lowered chain
+    assert fast.invoke({"question": "hi"}, unused=1) == chain.invoke({"question": "hi"}, unused=1)
+    model_first = accel.wrap(chat_model | StrOutputParser())
+    # a model first: kwargs change the request (stop), so only the stock chain can honour them
+    assert model_first.invoke("count: one two three", stop=["two"]) == (chat_model | StrOutputParser()).invoke("count: one two three", stop=["two"])
+    assert "stock runs: kwargs for a lowered first step: 1" in model_first.explain()
+
+
+def test_async_only_steps_run_their_async_method_on_the_callers_loop(chat_model) -> None:
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    async def ask(question: str) -> dict[str, str]:  # no sync function: ainvoke only, as stock
+        loops.append(asyncio.get_running_loop())
+        return {"question": question}
+
+    chain = RunnableLambda(ask) | PROMPT | chat_model | StrOutputParser()
+    fast = accel.wrap(chain)
+
+    async def both() -> tuple[str, str, asyncio.AbstractEventLoop]:
+        return await chain.ainvoke("What is json?"), await fast.ainvoke("What is json?"), asyncio.get_running_loop()
+
+    stock_out, fast_out, caller_loop = asyncio.run(both())
+    assert fast_out == stock_out
+    assert loops == [caller_loop, caller_loop]
+    with pytest.raises(TypeError) as stock_error:
+        chain.invoke("x")
+    with pytest.raises(type(stock_error.value)):
+        fast.invoke("x")
+
+
+def test_sync_steps_run_on_the_callers_thread_with_stock_run_tags(chat_model) -> None:
+    threads: list[str] = []
+
+    def ask(question: str) -> dict[str, str]:
+        threads.append(threading.current_thread().name)
+        return {"question": question}
+
+    chain = RunnableLambda(ask) | PROMPT | chat_model | StrOutputParser()
+    fast = accel.wrap(chain)
+    stock_runs, fast_runs = Runs(), Runs()
+    caller = threading.current_thread().name
+    chain.invoke("What is json?", config={"callbacks": [stock_runs]})
+    fast.invoke("What is json?", config={"callbacks": [fast_runs]})
+    assert threads == [caller, caller]
+    stock_ask = [r for r in stock_runs.runs if r[0] == "ask"]
+    assert stock_ask == [r for r in fast_runs.runs if r[0] == "ask"] == [("ask", ("seq:step:1",))]
+
+
+def test_an_engine_free_parallel_keeps_its_own_run(chat_model) -> None:
+    both = RunnableParallel(question=RunnableLambda(lambda q: q), shout=RunnableLambda(str.upper))
+    chain = both | ChatPromptTemplate.from_template("{question} {shout}") | chat_model | StrOutputParser()
+    fast = accel.wrap(chain)
+    stock_runs, fast_runs = Runs(), Runs()
+    assert fast.invoke("json?", config={"callbacks": [fast_runs]}) == chain.invoke("json?", config={"callbacks": [stock_runs]})
+    keyed = sorted(r for r in stock_runs.runs if any(t.startswith("map:key:") for t in r[1]))
+    assert keyed and keyed == sorted(r for r in fast_runs.runs if any(t.startswith("map:key:") for t in r[1]))
+    assert [r for r in stock_runs.runs if r[0].startswith("RunnableParallel")] == [r for r in fast_runs.runs if r[0].startswith("RunnableParallel")]
+
+
+def test_a_step_with_its_own_callbacks_stays_opaque_and_calls_them(chat_model) -> None:
+    stock_seen, fast_seen = Runs(), Runs()
+
+    def chain_with(handler: Runs) -> Runnable:
+        step = RunnableLambda(lambda q: {"question": q}).with_config(callbacks=[handler], run_name="ask", tags=["mine"])
+        return step | PROMPT | chat_model | StrOutputParser()
+
+    stock, fast = chain_with(stock_seen), accel.wrap(chain_with(fast_seen))
+    assert fast.invoke("What is json?") == stock.invoke("What is json?")
+    assert fast_seen.runs == stock_seen.runs and fast_seen.runs
+    assert "with_config(callbacks, run_name, tags)" in fast.explain()
+
+
+def test_user_code_runs_once_when_a_later_engine_fails(chat_model) -> None:
+    """A step with a side effect, then an LLM call the server rejects (prompt over the context
+    length): stock runs the step once and raises the client's error; so does accel."""
+    stock_calls, fast_calls = [], []
+
+    def chain_with(calls: list[str]) -> Runnable:
+        def remember(question: str) -> dict[str, str]:
+            calls.append(question)
+            return {"question": "word " * 5000}
+
+        return RunnableLambda(remember) | PROMPT | chat_model | StrOutputParser()
+
+    stock, fast = chain_with(stock_calls), accel.wrap(chain_with(fast_calls))
+    with pytest.raises(Exception) as stock_error:
+        stock.invoke("q")
+    with pytest.raises(type(stock_error.value)):
+        fast.invoke("q")
+    with pytest.raises(type(stock_error.value)):
+        asyncio.run(fast.ainvoke("q"))
+    assert stock_calls == ["q"] and fast_calls == ["q", "q"]  # once per call
+    assert "engine errors raised: 2" in fast.explain()
+
+
+def test_an_engine_error_before_user_code_ran_answers_with_the_stock_chain(chat_model) -> None:
+    """Nothing of the user's ran yet (the failing LLM call is the first step): the stock
+    chain answers, so the caller gets stock's own exception from stock's own request."""
+    chain = chat_model | StrOutputParser()
+    fast = accel.wrap(chain)
+    too_long = "word " * 5000
+    with pytest.raises(Exception) as stock_error:
+        chain.invoke(too_long)
+    with pytest.raises(type(stock_error.value)):
+        fast.invoke(too_long)
+    assert "stock fallbacks: 1" in fast.explain()
