@@ -76,6 +76,11 @@ EXAMPLES: dict[str, ExampleSpec] = {
         "chain-summary", {"langchain": "accel.examples.langchain.summaries"},
         "Parrot: one running summary refined chunk by chunk", embed_batch=1, app_options={"style": "chain"},
     ),
+    "research-graph": ExampleSpec(
+        "research-graph", {"langchain": "accel.examples.langgraph.research_graph"},
+        "LangGraph: retrieval beside a planner, two experts side by side, a writer (4 LLM calls)",
+        llm_levels=plan_fan_out_fan_in, embed_batch=1,
+    ),
     "multi-agent": ExampleSpec(
         "multi-agent", {"langchain": "accel.examples.langchain.multi_agent"},
         "Halo: planner, three expert agents side by side, aggregator", llm_levels=plan_fan_out_fan_in,

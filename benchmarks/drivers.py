@@ -182,9 +182,12 @@ class LlamaIndexDriver:
 
 
 def _text(result: Any) -> str:
-    """The answer as text: a string, a message's content, or a LlamaIndex Response."""
+    """The answer as text: a string, a message's content, a LlamaIndex Response, or a graph's
+    `{"answer": ...}` state."""
     if isinstance(result, str):
         return result
+    if isinstance(result, dict) and isinstance(result.get("answer"), str):
+        return result["answer"]
     for attr in ("response", "content"):
         value = getattr(result, attr, None)
         if isinstance(value, str):

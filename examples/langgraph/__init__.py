@@ -1,0 +1,1 @@
+"""Stock LangGraph apps (StateGraph over LangChain components)."""
