@@ -58,6 +58,8 @@ class Capture:
     _tags: dict[int, str] = field(default_factory=dict)
     first_step: Any = None
     first_opaque: bool = False
+    own_batch: list[str] = field(default_factory=list)
+    """Opaque components with batch methods of their own, which only a stock `batch` calls."""
 
     def __post_init__(self) -> None:
         self.input = self.builder.input("input")
@@ -129,6 +131,8 @@ class Capture:
 
     def opaque(self, runnable: Any, x: Ref, reason: str) -> Ref:
         self.note(runnable, False, reason)
+        if has_own_batch(runnable):
+            self.own_batch.append(_label(runnable))
         first = runnable is self.first_step and x.node == self.input.node
         self.first_opaque = self.first_opaque or first
         op = InvokeOp(runnable, tag=self._tags.get(id(runnable)), first=first)
@@ -315,6 +319,23 @@ def peel_root(runnable: Any) -> tuple[Any, list[Any]]:
         layers.append(runnable)
         runnable = runnable.bound
     return runnable, layers
+
+
+def has_own_batch(runnable: Any) -> bool:
+    """Whether stock `batch` / `abatch` of `runnable` reach a component whose batch differs
+    from calling `invoke` per input (an LLM's single generate call, retries, fallbacks, ...)."""
+    from langchain_core.runnables import Runnable, RunnableBinding, RunnableLambda, RunnableParallel, RunnableSequence
+
+    if isinstance(runnable, RunnableSequence):
+        return any(has_own_batch(step) for step in runnable.steps)
+    if isinstance(runnable, RunnableParallel):
+        return any(has_own_batch(step) for step in runnable.steps__.values())
+    if type(runnable) is RunnableBinding:
+        return has_own_batch(runnable.bound)
+    if isinstance(runnable, RunnableLambda):
+        return False
+    cls = type(runnable)
+    return cls.batch is not Runnable.batch or cls.abatch is not Runnable.abatch
 
 
 def _is_model(obj: Any) -> bool:

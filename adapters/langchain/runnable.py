@@ -64,6 +64,7 @@ class WrappedRunnable(Runnable[Any, Any]):
         self.lowered = any(node.is_engine for node in graph.nodes())
         self._steps: list[Step] = capture.report if self.lowered else capture.inside(root) or capture.report
         self._kwargs_route = capture.kwargs_route()
+        self._own_batch = capture.own_batch
         self._models = capture.models  # their stock clients' exception types (`_stock_error`)
         self._llm_names = {self._session.get_engine(name).name for name in capture.llm_engines}
         self._template = None
@@ -127,6 +128,18 @@ class WrappedRunnable(Runnable[Any, Any]):
         if kwargs and self._kwargs_route == "stock":
             return await self._astock("kwargs for a lowered first step", "ainvoke", input, config, **kwargs)
         return await self._acall_with_config(self._ainvoke, input, config, **kwargs)
+
+    def batch(self, inputs: list[Any], config: Any = None, *, return_exceptions: bool = False, **kwargs: Any) -> list[Any]:
+        if self._own_batch:
+            why = f"{', '.join(self._own_batch)} batch(es) on their own"
+            return self._stock(why, "batch", inputs, config, return_exceptions=return_exceptions, target=self.original, **kwargs)
+        return super().batch(inputs, config, return_exceptions=return_exceptions, **kwargs)
+
+    async def abatch(self, inputs: list[Any], config: Any = None, *, return_exceptions: bool = False, **kwargs: Any) -> list[Any]:
+        if self._own_batch:
+            why = f"{', '.join(self._own_batch)} batch(es) on their own"
+            return await self._astock(why, "abatch", inputs, config, return_exceptions=return_exceptions, target=self.original, **kwargs)
+        return await super().abatch(inputs, config, return_exceptions=return_exceptions, **kwargs)
 
     def _query(self, input: Any, run_manager: Any, config: RunnableConfig, caller: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
         return {"input": input, "config": config, "run": run_manager, "caller": caller,
@@ -254,17 +267,19 @@ class WrappedRunnable(Runnable[Any, Any]):
     def _new_run(self) -> WrappedRun:
         return WrappedRun(app=self.name, session=self._session)
 
-    def _stock(self, why: str, method: str, *args: Any, **kwargs: Any) -> Any:
+    def _stock(self, why: str, method: str, *args: Any, target: Any = None, **kwargs: Any) -> Any:
+        """`method` of the stock chain (the bound root, once `_bind` applied the outer
+        bindings; else `target`), logged and counted."""
         log.info("accel.wrap(%s): %s; %s runs the stock chain", self.name, why, method)
         self.counters[f"stock runs: {why}"] += 1
         with wrapped_run(self._new_run()), stock_call():
-            return getattr(self._root, method)(*args, **kwargs)
+            return getattr(target or self._root, method)(*args, **kwargs)
 
-    async def _astock(self, why: str, method: str, *args: Any, **kwargs: Any) -> Any:
+    async def _astock(self, why: str, method: str, *args: Any, target: Any = None, **kwargs: Any) -> Any:
         log.info("accel.wrap(%s): %s; %s runs the stock chain", self.name, why, method)
         self.counters[f"stock runs: {why}"] += 1
         with wrapped_run(self._new_run()), stock_call():
-            return await getattr(self._root, method)(*args, **kwargs)
+            return await getattr(target or self._root, method)(*args, **kwargs)
 
     def _stock_stream(self, why: str, input: Any, config: Any, **kwargs: Any) -> Iterator[Any]:
         log.info("accel.wrap(%s): %s; stream runs the stock chain", self.name, why)

@@ -163,3 +163,29 @@ def test_an_engine_error_before_user_code_ran_answers_with_the_stock_chain(chat_
     with pytest.raises(type(stock_error.value)):
         fast.invoke(too_long)
     assert "stock fallbacks: 1" in fast.explain()
+
+
+def test_components_with_their_own_batch_get_it(chat_model) -> None:
+    """A completion model batches its prompts into one generate call; an opaque one in a
+    lowered chain gets that call from a wrapped `batch`, as from stock's."""
+    calls: dict[str, int] = {"stock": 0, "fast": 0}
+
+    def counting(key: str):
+        from langchain_core.language_models.fake import FakeListLLM
+
+        class CountingLLM(FakeListLLM):
+            def batch(self, inputs, config=None, **kwargs):
+                calls[key] += 1
+                return super().batch(inputs, config, **kwargs)
+
+        return CountingLLM(responses=["a", "b", "c"])
+
+    def chain_with(key: str) -> Runnable:
+        return PROMPT | chat_model | StrOutputParser() | counting(key)
+
+    stock, fast = chain_with("stock"), accel.wrap(chain_with("fast"))
+    assert fast.lowered
+    questions = ["What is json?", "What is heapq?"]
+    assert fast.batch(questions) == stock.batch(questions)
+    assert calls == {"stock": 1, "fast": 1}
+    assert "CountingLLM batch(es) on their own" in fast.explain()
