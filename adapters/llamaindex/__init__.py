@@ -58,6 +58,10 @@ def wrap_llamaindex(obj: Any, *, policy: str = "topology", disabled_passes: tupl
     """The drop-in for a query engine, an `IngestionPipeline` or the `VectorStoreIndex` class."""
     from llama_index.core.ingestion import IngestionPipeline
 
+    from accel.adapters.common import floor
+
+    floor.install()  # engine-call capture inside its runs (idempotent; inert outside them)
+
     if isinstance(obj, IngestionPipeline):
         return WrappedIngestionPipeline(obj, policy=policy, disabled_passes=tuple(disabled_passes))
     if _is_index_class(obj):

@@ -143,11 +143,22 @@ def bind_vector_store(store: Any, retriever: Any) -> SearchBinding | Unbound:
         return Unbound(name, "searched in process by the store itself (a Call node)")
     if retriever._filters is not None or retriever._node_ids or retriever._doc_ids:
         return Unbound(name, "filters / node_ids / doc_ids are applied by the store itself")
-    if str(retriever._vector_store_query_mode.value) != "default" or store.hybrid_search:
+    if str(retriever._vector_store_query_mode.value) != "default":
+        return Unbound(name, "only the default dense query mode is lowered")
+    return bind_store(store)
+
+
+def bind_store(store: Any) -> SearchBinding | Unbound:
+    """A PGVectorStore whose dense search is a plain nearest-neighbour query accel's engine
+    reproduces (no hybrid search, halfvec, HNSW settings or customised query)."""
+    name = _class_name(store)
+    if store.hybrid_search:
         return Unbound(name, "only the default dense query mode is lowered")
     hnsw = store.hnsw_kwargs or {}
     if getattr(store, "use_halfvec", False) or hnsw:
         return Unbound(name, "halfvec columns and HNSW search settings are run by the store itself")
+    if getattr(store, "_customize_query_fn", None) is not None:
+        return Unbound(name, "a customised query is run by the store itself")
     from sqlalchemy.engine import make_url
 
     collection = f"llamaindex:{store.schema_name}.{store.table_name}"
