@@ -281,11 +281,14 @@ class WarmupOp:
     (rendered from `prefix` parts; for chat prompts, the chat template rendered with a sentinel
     in place of the first late part, cut at the sentinel), drop `safety_tail` tokens that could
     merge with the text that follows, round down to a multiple of `block_size`. Fewer than one
-    block -> no request (nothing to cache). The value is the number of tokens warmed."""
+    block -> no request (nothing to cache). The value is the number of tokens warmed.
+
+    `block_size` may be a callable read at run time: the running engine's own block size (a
+    server reports it once started; templates are built before that)."""
 
     prefix: tuple[PromptPart, ...]
     tokenize: Tokenize
-    block_size: int = 16
+    block_size: int | Callable[[], int] = 16
     safety_tail: int = 4
     messages: tuple[tuple[str, tuple[PromptPart, ...]], ...] = ()
     render_chat: RenderChat | None = None
@@ -302,8 +305,9 @@ class WarmupOp:
     async def requests(self, values: dict[str, Any]) -> list[GenerationRequest]:
         text = await self.prefix_text(values)
         tokens = await self.tokenize(text, add_special_tokens=not self.messages)
-        cut = (len(tokens) - self.safety_tail) // self.block_size * self.block_size
-        if cut < self.block_size:
+        block = self.block_size() if callable(self.block_size) else self.block_size
+        cut = (len(tokens) - self.safety_tail) // block * block
+        if cut < block:
             return []
         return [GenerationRequest(prompt_token_ids=list(tokens[:cut]), params=self.params)]
 

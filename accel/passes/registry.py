@@ -21,7 +21,8 @@ class PassContext:
 
     - `profiles`: engine name -> measured max efficient batch size (from engine profiling;
       an engine without a profile is never stage-decomposed);
-    - `block_size`: the LLM engine's KV block size (prefix caching reuses whole blocks);
+    - `block_size`: the LLM engine's KV block size (prefix caching reuses whole blocks), or a
+      callable that reads it from the running engine at run time;
     - `safety_tail`: tokens dropped from a warm-up prefix because they could merge with the
       text that follows;
     - `tokenize(text, add_special_tokens=...)` / `render_chat(messages)`: the LLM engine's own
@@ -29,7 +30,7 @@ class PassContext:
       `tokenize`, prefill splitting is skipped."""
 
     profiles: Mapping[str, int] = field(default_factory=dict)
-    block_size: int = 16
+    block_size: int | Callable[[], int] = 16
     safety_tail: int = 4
     tokenize: Tokenize | None = None
     render_chat: RenderChat | None = None

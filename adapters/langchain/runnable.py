@@ -401,5 +401,5 @@ def _capture(original: Runnable, session: Any) -> tuple[Capture, Any, Any]:
     context = PassContext()
     if len(capture.llm_engines) == 1:
         engine = session.get_engine(next(iter(capture.llm_engines)))
-        context = PassContext(tokenize=engine.tokenize, render_chat=engine.render_chat, block_size=engine.block_size)
+        context = PassContext(tokenize=engine.tokenize, render_chat=engine.render_chat, block_size=lambda: engine.block_size)  # read once the engine runs
     return capture, graph, context

@@ -70,7 +70,7 @@ class WrappedQueryEngine(BaseQueryEngine):
         if self._synthesis is None:
             return PassContext()
         engine = self._session.get_engine(self._synthesis.engine_name)
-        return PassContext(tokenize=engine.tokenize, render_chat=engine.render_chat, block_size=engine.block_size)
+        return PassContext(tokenize=engine.tokenize, render_chat=engine.render_chat, block_size=lambda: engine.block_size)  # read once the engine runs
 
     def _template(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
         found = self._templates.get(key)
