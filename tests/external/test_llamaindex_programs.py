@@ -15,8 +15,8 @@ import pytest
 
 import accel
 
-from .apps import li_chat_engines, li_starter
-from .fidelity import assert_same_requests, record
+from .apps import li_chat_engines, li_router, li_starter, li_sub_question, li_workflows
+from .fidelity import assert_same_requests, assert_same_response, record
 
 pytestmark = [pytest.mark.engines, pytest.mark.slow]
 
@@ -174,3 +174,121 @@ def test_chat_bad_input_raises_what_stock_raises(starter_index, chat_llm, mode, 
     stock = attempt(li_chat_engines.chat_engine(mode, starter_index, chat_llm))
     ours = attempt(accel.wrap(li_chat_engines.chat_engine(mode, starter_index, chat_llm)))
     assert ours is stock
+
+
+# ---- routers, sub-questions -----------------------------------------------------------------------
+
+
+def outcome(call: Callable[[], Any]) -> Any:
+    """The call's result, or the type of the exception it raised (stock's must match)."""
+    try:
+        return call()
+    except Exception as err:  # noqa: BLE001 - compared with stock's
+        return type(err)
+
+
+def assert_same_answer(stock: Any, fast: Any) -> None:
+    """`assert_same_response` less node ids: a sub-question engine's answer nodes are fresh
+    `TextNode`s, whose ids are drawn anew on every run, stock's too."""
+    assert type(fast) is type(stock) and fast.response == stock.response
+    assert [n.node.get_content() for n in fast.source_nodes] == [n.node.get_content() for n in stock.source_nodes]
+    assert [n.score for n in fast.source_nodes] == pytest.approx([n.score for n in stock.source_nodes], abs=1e-5)
+
+
+async def compare_queries(engine: Any, fast: Any, questions: list[str], proxy: Any, *, concurrent: bool = True,
+                          same: Callable[[Any, Any], None] = assert_same_response) -> None:
+    """`query` one by one (worker thread) and `aquery` gathered: same responses or same
+    exception types, same engine requests."""
+    async def gathered(e: Any) -> list[Any]:
+        return list(await asyncio.gather(*(e.aquery(q) for q in questions), return_exceptions=True))
+
+    modes = [("query", lambda e: asyncio.to_thread(lambda: [outcome(lambda q=q: e.query(q)) for q in questions]))]
+    if concurrent:
+        modes.append(("gather", gathered))
+    for mode, run in modes:
+        theirs = await _record_async(lambda: run(engine), proxy)
+        ours = await _record_async(lambda: run(fast), proxy)
+        for s, o in zip(theirs.outputs, ours.outputs, strict=True):
+            if isinstance(s, BaseException) or isinstance(s, type):
+                assert (type(o) if isinstance(o, BaseException) else o) == (type(s) if isinstance(s, BaseException) else s), (mode, s, o)
+            else:
+                same(s, o)
+        assert_same_requests(theirs, ours)
+
+
+@pytest.mark.parametrize("selector", li_router.SELECTORS)
+async def test_router_query_engine_guide(starter_index, pydoc_dir, llm_proxy, questions, selector) -> None:
+    from llama_index.core.query_engine import RouterQueryEngine
+
+    engine = li_router.build(str(pydoc_dir), selector)
+    fast = accel.wrap(engine)
+    assert isinstance(fast, RouterQueryEngine)
+    explained = fast.explain()
+    assert "route 1: RetrieverQueryEngine -> retrieval and synthesis as primitives" in explained, explained
+    await compare_queries(engine, fast, questions, llm_proxy)
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_sub_question_query_engine_guide(starter_index, pydoc_files, llm_proxy, questions, use_async) -> None:
+    from llama_index.core.query_engine import SubQuestionQueryEngine
+
+    engine = li_sub_question.build(pydoc_files, fixed_questions=True, use_async=use_async)
+    fast = accel.wrap(engine)
+    assert isinstance(fast, SubQuestionQueryEngine)
+    explained = fast.explain()
+    assert "sub-questions -> parallel branches" in explained and "tool 'other_modules': RetrieverQueryEngine" in explained
+    await compare_queries(engine, fast, questions[:2], llm_proxy, concurrent=use_async, same=assert_same_answer)
+
+
+async def test_sub_question_guide_generator_fails_as_stock(starter_index, pydoc_files, llm_proxy, questions) -> None:
+    engine = li_sub_question.build(pydoc_files, fixed_questions=False)
+    await compare_queries(engine, accel.wrap(engine), questions[:1], llm_proxy, concurrent=False)
+
+
+# ---- workflows and agents ---------------------------------------------------------------------------
+
+
+async def test_workflow_guide_run_stream_and_context(starter_index, chat_llm, llm_proxy) -> None:
+    async def run(flow: Any) -> list[Any]:
+        result = await flow.run(topic="pirates")
+        handler = flow.run(topic="heaps")
+        streamed = [type(ev).__name__ + ":" + getattr(ev, "msg", "") async for ev in handler.stream_events()]
+        return [result, await handler, streamed]
+
+    stock = li_workflows.joke_flow(chat_llm)
+    fast = accel.wrap(li_workflows.joke_flow(chat_llm))
+    assert isinstance(fast, type(stock))
+    assert "LLM" in fast.explain()
+    theirs = await _record_async(lambda: run(stock), llm_proxy)
+    ours = await _record_async(lambda: run(fast), llm_proxy)
+    assert ours.outputs == theirs.outputs
+    assert len(theirs.llm) == 4
+    assert_same_requests(theirs, ours)
+
+
+async def test_function_agent_with_one_tool(starter_index, base_url, model_name, llm_proxy) -> None:
+    """The offline model may never call the tool; everything stock does is compared: the
+    result (or stock's exception type), the streamed events, the requests."""
+    from llama_index.core.agent.workflow import FunctionAgent
+
+    llm = li_starter.local_llm(base_url, model_name, is_function_calling_model=True)
+
+    async def run(agent: Any) -> list[Any]:
+        async def once(message: str) -> Any:
+            handler = agent.run(message)
+            events = [type(ev).__name__ async for ev in handler.stream_events()]
+            try:
+                return [str(await handler), events]
+            except Exception as err:  # noqa: BLE001 - compared with stock's
+                return [type(err), events]
+
+        return [await once("What is 1234 * 4567?"), await once("And 3 * 4?")]
+
+    stock = li_workflows.agent(llm)
+    fast = accel.wrap(li_workflows.agent(llm))
+    assert isinstance(fast, FunctionAgent)
+    theirs = await _record_async(lambda: run(stock), llm_proxy)
+    ours = await _record_async(lambda: run(fast), llm_proxy)
+    assert ours.outputs == theirs.outputs
+    assert theirs.llm
+    assert_same_requests(theirs, ours)
