@@ -18,12 +18,12 @@ import httpx
 
 from accel.engines.errors import InvalidRequest
 
-from . import metrics
+from . import bounds, metrics
 from .apps import example
 from .drivers import driver_for
-from .lower_bound import lower_bound, profile_steps
 from .runner import MODES, Mode, SystemRun, run_system
 from .systems import ACCEL, BASELINES, LLAMADISTPC, STOCK_CONCURRENT, STOCK_SEQUENTIAL, Apps, select
+from .summary import verdict
 from .workload import DEFAULT_MODULES, build_workload
 
 Progress = Callable[[str], None]
@@ -37,8 +37,8 @@ class BenchConfig:
     mode: Mode
     queries: int = 8
     rates: tuple[float, ...] = ()
-    systems: tuple[str, ...] = ()  # empty: all, ablations included
-    ablations: bool = True
+    systems: tuple[str, ...] = ()  # empty: the baselines and accel-topology (+ ablations)
+    ablations: bool = False  # also accel's other policies and each pass switched off
     concurrency: int = 16
     seed: int = 0
     modules: tuple[str, ...] = DEFAULT_MODULES
@@ -109,11 +109,12 @@ def _compare(config: BenchConfig, stack: Any, progress: Progress, workload: Any,
                 import accel
 
                 accel.shutdown()  # each accel system starts from fresh sessions and engines
-    steps = None
-    if any(run.llm_calls for rs in runs.values() for run in rs):
-        progress("profiling the non-LLM steps of the critical path")
-        steps = profile_steps(example(config.example), stack, workload.questions, driver.chunks(workload.documents))
-    return _report(config, workload.questions, runs, stack, all(resets) and bool(resets), steps)
+    if config.mode != "single":  # stock's LLM calls are timed after the runs: forget their prompts first
+        reset_prefix_cache(stack.openai_base_url)
+    llm_calls = bounds.stock_llm_calls(runs, STOCK_SEQUENTIAL, driver, apps.stock, workload.questions, progress)
+    measured = bounds.measure(example(config.example), config.mode, stack, workload, rates, llm_calls,
+                              driver.chunks(workload.documents), progress)
+    return _report(config, workload.questions, runs, stack, all(resets) and bool(resets), measured)
 
 
 def equality_reference(runs: dict[str, SystemRun]) -> SystemRun | None:
@@ -123,11 +124,12 @@ def equality_reference(runs: dict[str, SystemRun]) -> SystemRun | None:
 
 
 def _report(config: BenchConfig, questions: list[str], runs: dict[str, list[SystemRun]], stack: Any, reset: bool,
-            steps: dict[str, float] | None) -> dict[str, Any]:
-    spec = example(config.example)
+            measured: dict[str, Any]) -> dict[str, Any]:
     per_rate: list[dict[str, Any]] = []
+    runs_at: list[dict[str, SystemRun]] = []
     for i, rate in enumerate(sorted({r.rate for rs in runs.values() for r in rs}, key=lambda r: r or 0)):
         at = {name: rs[i] for name, rs in runs.items() if i < len(rs)}
+        runs_at.append(at)
         reference = equality_reference(at)
         per_rate.append({
             "rate": rate,
@@ -159,11 +161,8 @@ def _report(config: BenchConfig, questions: list[str], runs: dict[str, list[Syst
         "systems": main["systems"],
         "rates": per_rate if config.mode == "poisson" else [],
         "lower_bound": None,
+        "capacity_bound": None,
     }
-    stock = runs.get(STOCK_SEQUENTIAL, [None])[0]
-    if stock is not None and stock.llm_calls and steps is not None:
-        bound = lower_bound(spec, stock.llm_calls, steps)
-        accel_mean = (report["latency"].get(ACCEL) or {}).get("mean")
-        bound["accel_over_bound"] = accel_mean / bound["mean_s"] if accel_mean and bound["mean_s"] else None
-        report["lower_bound"] = bound
+    bounds.attach(report, measured, runs_at, ACCEL)
+    report["verdict"] = verdict(report)
     return report

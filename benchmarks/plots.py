@@ -24,12 +24,15 @@ def bars(report: dict[str, Any], path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(max(6.0, 0.8 * len(names) + 2), 4))
     colors = ["#888888" if not n.startswith("accel") else ("#1f77b4" if "-no-" not in n else "#9ecae1") for n in names]
     ax.bar(names, values, color=colors)
-    bound = report.get("lower_bound") or {}
-    if metric == "mean" and bound.get("mean_s"):
-        ax.axhline(bound["mean_s"], color="#d62728", linestyle="--", label="critical-path lower bound")
+    bound = report.get("bound") or {}
+    title = f"{report['example']} · {report['framework']} · {report['mode']} · {report['config']['queries']} queries"
+    if bound.get("value_s"):
+        ax.axhline(bound["value_s"], color="#d62728", linestyle="--", label=f"{bound['kind']} bound")
         ax.legend()
+        if bound.get("accel_over_bound"):
+            title += f"\naccel / bound = {bound['accel_over_bound']:.2f}"
     ax.set_ylabel(f"{report['headline_metric']} (s)")
-    ax.set_title(f"{report['example']} · {report['framework']} · {report['mode']} · {report['config']['queries']} queries")
+    ax.set_title(title)
     ax.tick_params(axis="x", labelrotation=35)
     fig.tight_layout()
     return _save(fig, path)
@@ -45,6 +48,9 @@ def latency_vs_rate(report: dict[str, Any], path: Path) -> Path:
             rates = [rate for rate, _ in points]
             mean_ax.plot(rates, [lat["mean"] for _, lat in points], marker="o", label=name)
             p95_ax.plot(rates, [lat["p95"] for _, lat in points], marker="o", label=name)
+    bounds = [(at["rate"], at["bound_p95_s"]) for at in report["rates"] if at.get("bound_p95_s")]
+    if bounds:
+        p95_ax.plot([r for r, _ in bounds], [b for _, b in bounds], color="#d62728", linestyle="--", label="capacity bound")
     for ax, what in ((mean_ax, "mean"), (p95_ax, "p95")):
         ax.set_xlabel("request rate (queries/s)")
         ax.set_ylabel(f"{what} latency (s)")

@@ -17,6 +17,8 @@ def markdown(report: dict[str, Any]) -> str:
     lines = [
         f"### {report['example']} · {report['framework']} · {mode} · {report['config']['queries']} queries",
         "",
+        f"**{report['verdict']}**" if report.get("verdict") else "",
+        "",
         f"{report['date']} · {report['machine']['cpus']} CPU cores, no GPU, load {report['machine']['load_average_1m_at_start']:.1f} at start · LLM `{Path(report['engines']['llm']).name}`"
         f" · headline: {report['headline_metric']} · prefix cache reset between systems: "
         f"{'yes' if report['prefix_cache_reset_between_systems'] else 'no'}"
@@ -39,23 +41,34 @@ def markdown(report: dict[str, Any]) -> str:
         )
     bound = report.get("lower_bound")
     if bound and bound.get("mean_s"):
-        lines += ["", f"Critical-path lower bound (mean per query): {bound['mean_s']:.2f} s; "
-                      f"accel-topology / bound = {_num(bound.get('accel_over_bound'), '{:.2f}')}."]
+        lines += ["", f"Critical-path lower bound (mean per query): {bound['mean_s']:.2f} s"
+                      + (f"; accel-topology / bound = {_num(bound.get('accel_over_bound'), '{:.2f}')}." if mode == "single" else ".")]
+    capacity = report.get("capacity_bound")
+    if capacity:
+        engines = ", ".join(f"{e['engine']} {e['items_per_query']:.3g} {e['unit']}/query at {e['best_throughput']:.3g}/s "
+                            f"(batch {e['best_batch']})" for e in capacity["engines"])
+        what = "makespan" if mode == "batch" else "p95 latency at the highest rate"
+        value = capacity["makespan_s"] if mode == "batch" else max(capacity["rates"], key=lambda e: e["rate"])["p95_s"]
+        lines += ["", f"Capacity bound ({what}): {value:.2f} s from {engines}; "
+                      f"accel-topology / bound = {_num(capacity.get('accel_over_bound'), '{:.2f}')}."]
     failures = {n: s for n, s in report["systems"].items() if s["failed_queries"]}
     for name, summary in failures.items():
         lines.append(f"- {name}: {summary['failed_queries']} failed queries, first: `{summary['errors'][0][:160]}`")
     if report.get("rates"):
-        lines += ["", "| rate q/s | " + " | ".join(report["systems"]) + " |", "|---:|" + "---:|" * len(report["systems"])]
+        with_bound = any(at.get("bound_p95_s") for at in report["rates"])
+        columns = list(report["systems"]) + (["bound"] if with_bound else [])
+        lines += ["", "| rate q/s | " + " | ".join(columns) + " |", "|---:|" + "---:|" * len(columns)]
         for at in report["rates"]:
             cells = [_num((s["latency"] or {}).get("p95")) for s in at["systems"].values()]
-            lines.append(f"| {at['rate']} | " + " | ".join(cells) + " |")
-        lines.append("(p95 latency in seconds per request rate)")
+            bound_cell = f" {_num(at.get('bound_p95_s'))} |" if with_bound else ""
+            lines.append(f"| {at['rate']} | " + " | ".join(cells) + " |" + bound_cell)
+        lines.append("(p95 latency in seconds per request rate" + ("; bound: the capacity bound's p95)" if with_bound else ")"))
     return "\n".join(lines) + "\n"
 
 
 def write_json(report: dict[str, Any], path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = path.with_name(f".{path.name}.tmp")
-    staging.write_text(json.dumps(report, indent=2, default=str))
+    staging.write_text(json.dumps(report, indent=2, default=str) + "\n")
     staging.replace(path)
     return path

@@ -1,5 +1,6 @@
-"""The systems compared: stock sequential, stock concurrent, a LlamaDistPC-like baseline, and
-accel with each batching policy and with each pass switched off.
+"""The systems compared: stock sequential, stock concurrent, a LlamaDistPC-like baseline and
+accel with topology-aware batching; with ablations also accel's other batching policies and
+accel with each pass switched off.
 
 A system turns the stock app (and its hand-parallelised twin) into the app it runs; building
 can fail (wrap may not understand an app yet): the runner then records the failure for that
@@ -52,17 +53,20 @@ def pass_names() -> list[str]:
 
 
 def all_systems(*, ablations: bool = True) -> list[System]:
-    """Baselines first (stock sequential is the reference for output equality)."""
+    """Baselines first (stock sequential is the reference for output equality), then accel;
+    `ablations` adds accel's other policies and accel with each pass switched off."""
     systems = [
         System(STOCK_SEQUENTIAL, lambda apps: apps.stock, False, description="stock app, one query after another"),
         System(STOCK_CONCURRENT, lambda apps: apps.stock, True, description="stock app, batch / gather"),
         System(LLAMADISTPC, lambda apps: apps.parallel, True,
                description="stock + hand-parallelised independent modules, vLLM prefix caching on, concurrent"),
         System(ACCEL, _wrap(policy="topology"), True, True, "accel.wrap, topology-aware batching"),
-        System("accel-po", _wrap(policy="po"), True, True, "accel.wrap, per-invocation batching (PO)"),
-        System("accel-to", _wrap(policy="to"), True, True, "accel.wrap, throughput-oriented FIFO batching (TO)"),
     ]
     if ablations:
+        systems += [
+            System("accel-po", _wrap(policy="po"), True, True, "accel.wrap, per-invocation batching (PO)"),
+            System("accel-to", _wrap(policy="to"), True, True, "accel.wrap, throughput-oriented FIFO batching (TO)"),
+        ]
         systems += [
             System(f"accel-no-{name}", _wrap(policy="topology", disabled_passes=[name]), True, True, f"accel without {name}")
             for name in pass_names()
@@ -70,11 +74,11 @@ def all_systems(*, ablations: bool = True) -> list[System]:
     return systems
 
 
-def select(names: list[str] | None, *, ablations: bool = True) -> list[System]:
-    systems = all_systems(ablations=ablations)
+def select(names: list[str] | None, *, ablations: bool = False) -> list[System]:
+    """The named systems (any of all of them), or by default the baselines and accel-topology."""
     if not names:
-        return systems
-    known = {s.name: s for s in systems}
+        return all_systems(ablations=ablations)
+    known = {s.name: s for s in all_systems(ablations=True)}
     unknown = [n for n in names if n not in known]
     if unknown:
         from accel.engines.errors import InvalidRequest

@@ -57,6 +57,8 @@ def test_single_mode_report(stack: StackConfig, framework: str, tmp_path: Path) 
     assert json.loads(path.read_text())["example"] == "advanced-rag"
     table = reports.markdown(report)
     assert "| stock-sequential |" in table and "lower bound" in table
+    assert report["bound"]["kind"] == "critical-path" and report["bound"]["value_s"] == bound["mean_s"]
+    assert report["verdict"].startswith(("accel ", "accel-topology failed")) and report["verdict"] in table
 
 
 def test_batch_and_poisson_modes(stack: StackConfig, tmp_path: Path) -> None:
@@ -64,11 +66,21 @@ def test_batch_and_poisson_modes(stack: StackConfig, tmp_path: Path) -> None:
     assert batch["equal_rate"]["stock-concurrent"] == 1.0
     assert batch["systems"]["stock-concurrent"]["makespan_s"] > 0
     assert batch["throughput_qps"]["stock-sequential"] > 0
+    capacity = batch["capacity_bound"]  # the batch's work at each engine's best batch size
+    assert {e["engine"] for e in capacity["engines"]} == {"embed", "rerank", "llm"}
+    assert all(e["best_throughput"] > 0 for e in capacity["engines"])
+    assert capacity["makespan_s"] >= capacity["critical_path_s"] > 0
+    assert batch["bound"]["kind"] == "capacity" and batch["bound"]["value_s"] == capacity["makespan_s"]
+    if batch["systems"]["accel-topology"]["setup_error"] is None:
+        assert batch["bound"]["accel_over_bound"] > 0 and "capacity bound" in batch["verdict"]
+    assert "Capacity bound (makespan)" in reports.markdown(batch)
 
     online = compare(_config("langchain", "poisson", rates=(0.5, 2.0)), stack)
     assert [at["rate"] for at in online["rates"]] == [0.5, 2.0]
     for at in online["rates"]:
         assert at["systems"]["stock-sequential"]["equal_rate"] == 1.0
         assert at["systems"]["llamadistpc"]["latency"]["p95"] > 0
+    assert all(at["bound_p95_s"] > 0 for at in online["rates"])
+    assert online["bound"]["kind"] == "capacity" and online["bound"]["value_s"] == online["rates"][-1]["bound_p95_s"]
     written = plots.plot(online, tmp_path / "online.png")
     assert [p.name for p in written] == ["online.png", "online-rates.png"]

@@ -1,0 +1,92 @@
+"""Measures what the capacity bound needs on the benchmark's own engines and text: each engine's
+throughput against batch size, and how much of one query's work each engine does.
+
+The per-query work comes from the same data as the critical-path bound: the example's shape
+(`embed_batch` texts and the fewest `rerank_pairs` pairs per query) and the LLM seconds each
+stock query spent alone (timed in the stock one-query-at-a-time run). The LLM's gain from
+batching is measured on fresh prompts of a refine call's size (three workload chunks and a
+question, the app's output length, a new counter in front so vLLM's prefix cache cannot
+flatter the repeats): batch-1 LLM seconds over that gain is the LLM's work at its best batch.
+Vector search (milliseconds here) is left out, which keeps the bound a bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .apps import ExampleSpec
+from .capacity_bound import EngineWork
+from .lower_bound import fastest
+
+TEXT_SIZES: tuple[int, ...] = (1, 4, 8, 16, 32)
+TEXT_REPEATS = 2
+LLM_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+LLM_REPEATS = 2
+
+Progress = Callable[[str], None]
+
+
+def best_of(throughputs: dict[int, float]) -> tuple[int, float]:
+    """(batch size, items/s) of the highest measured throughput."""
+    size = max(throughputs, key=lambda b: throughputs[b])
+    return size, throughputs[size]
+
+
+def text_throughputs(run: Callable[[int], Any], sizes: Sequence[int] = TEXT_SIZES) -> dict[int, float]:
+    """Items per second of `run(b)` at each batch size b (fastest of a few, after a warm-up)."""
+    return {b: b / fastest(lambda: run(b), TEXT_REPEATS) for b in sizes}
+
+
+async def llm_speedups(base_url: str, model: str, prompt_text: str, max_tokens: int,
+                       sizes: Sequence[int] = LLM_SIZES, repeats: int = LLM_REPEATS) -> dict[int, float]:
+    """Throughput of b concurrent fresh requests over throughput of one, per batch size b."""
+    from accel.engines.base import GenerationRequest, SamplingParams
+    from accel.engines.llm import OpenAIServerEngine
+
+    counter = itertools.count()
+    params = SamplingParams(max_tokens=max_tokens, temperature=0.0, extra={"ignore_eos": True})
+
+    def fresh(n: int) -> list[GenerationRequest]:
+        return [GenerationRequest(prompt=f"Request {next(counter)}. {prompt_text}", params=params) for _ in range(n)]
+
+    rates: dict[int, float] = {}
+    async with OpenAIServerEngine(base_url, model) as engine:
+        await engine.run(fresh(1))  # warm-up
+        for size in sizes:
+            best = float("inf")
+            for _ in range(repeats):
+                began = time.perf_counter()
+                await engine.run(fresh(size))
+                best = min(best, time.perf_counter() - began)
+            rates[size] = size / best
+    return {b: rate / rates[sizes[0]] for b, rate in rates.items()}
+
+
+def profile_work(spec: ExampleSpec, stack: Any, questions: Sequence[str], chunks: Sequence[str],
+                 llm_s_per_query: float, progress: Progress = lambda _: None) -> list[EngineWork]:
+    """Each engine's work per query at its best measured batch size on this machine."""
+    from sentence_transformers import CrossEncoder, SentenceTransformer
+
+    work: list[EngineWork] = []
+    if spec.embed_batch:
+        progress("capacity bound: embedder throughput vs batch size")
+        embedder = SentenceTransformer(stack.embed_model, device="cpu")
+        texts = [questions[i % len(questions)] for i in range(max(TEXT_SIZES))]
+        size, rate = best_of(text_throughputs(lambda b: embedder.encode(texts[:b])))
+        work.append(EngineWork("embed", spec.embed_batch, "texts", rate, size))
+    if spec.rerank_pairs:
+        progress("capacity bound: reranker throughput vs batch size")
+        reranker = CrossEncoder(stack.rerank_model, device="cpu")
+        pairs = [(questions[i % len(questions)], chunks[i % len(chunks)]) for i in range(max(TEXT_SIZES))]
+        size, rate = best_of(text_throughputs(lambda b: reranker.predict(pairs[:b])))
+        work.append(EngineWork("rerank", spec.rerank_pairs, "pairs", rate, size))
+    progress("capacity bound: LLM throughput vs batch size")
+    prompt = " ".join(chunks[:3]) + f"\nQuestion: {questions[0]}\nAnswer:"
+    speedups = asyncio.run(llm_speedups(stack.openai_base_url, stack.model, prompt, stack.max_tokens))
+    size, gain = best_of(speedups)
+    work.append(EngineWork("llm", llm_s_per_query, "batch-1 s", gain, size))
+    return work

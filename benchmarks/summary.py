@@ -1,0 +1,229 @@
+"""What a person reads first after `accel bench`: a one-line verdict, then a table that fits the
+terminal (80 columns: short system labels with a legend, or one block per system when even
+that is too wide). The full table stays in the markdown and JSON files (`report.py`).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+from .systems import ACCEL, LLAMADISTPC, STOCK_CONCURRENT, STOCK_SEQUENTIAL
+
+FRAMEWORK = {"langchain": "LangChain", "llamaindex": "LlamaIndex"}
+FIXED_LABELS = {STOCK_SEQUENTIAL: "stock", STOCK_CONCURRENT: "stock-conc", LLAMADISTPC: "llamadistpc", ACCEL: "accel"}
+DESCRIPTIONS = {
+    STOCK_SEQUENTIAL: "stock app, one query after another",
+    STOCK_CONCURRENT: "stock app, batch / gather",
+    LLAMADISTPC: "LlamaDistPC-like: stock with independent modules hand-parallelised",
+    ACCEL: "accel.wrap, topology-aware batching",
+}
+GAP = "  "
+
+
+def _accel_system(report: dict[str, Any]) -> str | None:
+    names = list(report["systems"])
+    return ACCEL if ACCEL in names else next((n for n in names if n.startswith("accel")), None)
+
+
+def _stock_reference(report: dict[str, Any]) -> tuple[str | None, str]:
+    """The stock system the verdict compares with, and how to say it."""
+    framework = FRAMEWORK.get(report["framework"], report["framework"])
+    names = report["systems"]
+    if report["mode"] != "single" and STOCK_CONCURRENT in names:
+        concurrent = "batch" if report["framework"] == "langchain" else "gather"
+        return STOCK_CONCURRENT, f"stock {framework} {concurrent}"
+    if STOCK_SEQUENTIAL in names:
+        return STOCK_SEQUENTIAL, f"stock {framework}" + ("" if report["mode"] == "single" else " one query at a time")
+    return None, f"stock {framework}"
+
+
+def _speedup_key(reference: str) -> str:
+    return "speedup_vs_stock" if reference == STOCK_SEQUENTIAL else "speedup_vs_stock_concurrent"
+
+
+def verdict(report: dict[str, Any]) -> str:
+    """One line: accel against stock (ratio, queries, equal answers) and against the bound."""
+    name = _accel_system(report)
+    queries = report["config"]["queries"]
+    if name is None:
+        return f"no accel system in this run ({queries} queries)"
+    summary = report["systems"][name]
+    who = "accel" if name == ACCEL else name
+    if summary["setup_error"]:
+        return f"{who} failed to start: {summary['setup_error'].splitlines()[0][:120]}"
+    reference, phrase = _stock_reference(report)
+    ratio = report[_speedup_key(reference)].get(name) if reference else None
+    equal = summary["equal_rate"]
+    facts = f"{queries} queries, " + ("answers not compared" if equal is None else f"{equal:.0%} equal answers")
+    if summary["failed_queries"]:
+        facts += f", {summary['failed_queries']} failed"
+    if ratio is None:
+        head = f"{who}: no comparison with {phrase}"
+    elif report["mode"] == "poisson":
+        rate = max((at["rate"] for at in report.get("rates") or []), default=None)
+        head = f"{who} p95 latency {_times(ratio, 'lower', 'higher')} than {phrase}" + (f" at {rate:g} q/s" if rate else "")
+    else:
+        head = f"{who} {_times(ratio, 'faster', 'slower')} than {phrase}"
+    return f"{head} ({facts}); {_bound_phrase(_bound(report))}"
+
+
+def _bound(report: dict[str, Any]) -> dict[str, Any] | None:
+    """The run's bound; reports written before every mode had one carry only the critical path."""
+    if report.get("bound"):
+        return report["bound"]
+    critical = report.get("lower_bound") or {}
+    if report["mode"] == "single" and critical.get("mean_s"):
+        return {"kind": "critical-path", "metric": "mean latency", "value_s": critical["mean_s"],
+                "accel_over_bound": critical.get("accel_over_bound")}
+    return None
+
+
+def _times(ratio: float, better: str, worse: str) -> str:
+    return f"{ratio:.2f}x {better}" if ratio >= 1 else f"{1 / ratio:.2f}x {worse}"
+
+
+def _bound_phrase(bound: dict[str, Any] | None) -> str:
+    if not bound or bound.get("accel_over_bound") is None:
+        return f"no {bound['kind'] if bound else 'lower'} bound measured"
+    ratio = bound["accel_over_bound"]
+    if ratio >= 1:
+        return f"{ratio:.2f}x above the {bound['kind']} bound"
+    return f"{ratio:.2f}x the {bound['kind']} bound (under it: the bound is an estimate, see docs/benchmarks.md)"
+
+
+def labels(names: list[str]) -> dict[str, str]:
+    """Short, distinct labels: stock, stock-conc, llamadistpc, accel, accel-po, no-prefill, ..."""
+    out: dict[str, str] = {}
+    for name in names:
+        label = FIXED_LABELS.get(name)
+        if label is None and name.startswith("accel-no-"):
+            label = "no-" + name.removeprefix("accel-no-").split("_")[0]
+        label = label or name
+        out[name] = label if label not in out.values() else name
+    return out
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "—" if value is None else fmt.format(value)
+
+
+def _columns(report: dict[str, Any]) -> list[tuple[str, str, Any]]:
+    """(header, format, getter) per column of this mode."""
+    names = report["systems"]
+    cols: list[tuple[str, str, Any]] = []
+    if report["mode"] == "batch":
+        cols.append(("makespan s", "{:.2f}", lambda n, s: s["makespan_s"]))
+    else:
+        cols.append(("mean s", "{:.2f}", lambda n, s: (s["latency"] or {}).get("mean")))
+        cols.append(("p95 s", "{:.2f}", lambda n, s: (s["latency"] or {}).get("p95")))
+    cols.append(("q/s", "{:.3f}", lambda n, s: s["throughput_qps"]))
+    for header, key, base in (("vs stock", "speedup_vs_stock", STOCK_SEQUENTIAL),
+                              ("vs conc", "speedup_vs_stock_concurrent", STOCK_CONCURRENT),
+                              ("vs LDPC", "speedup_vs_llamadistpc", LLAMADISTPC)):
+        if base in names:
+            cols.append((header, "{:.2f}x", lambda n, s, key=key: report[key].get(n)))
+    cols.append(("equal", "{:.0%}", lambda n, s: s["equal_rate"]))
+    return cols
+
+
+def _rows(report: dict[str, Any], names: dict[str, str]) -> list[tuple[str, list[str]]]:
+    cols = _columns(report)
+    rows = []
+    for name, summary in report["systems"].items():
+        if summary["setup_error"]:
+            rows.append((names[name], ["failed: " + summary["setup_error"].split(":")[0]]))
+            continue
+        rows.append((names[name], [_num(get(name, summary), fmt) for _, fmt, get in cols]))
+    return rows
+
+
+def table(report: dict[str, Any], width: int = 80) -> str:
+    """The headline table in `width` columns: a grid when it fits, else one block per system."""
+    names = labels(list(report["systems"]))
+    cols = _columns(report)
+    rows = _rows(report, names)
+    first = max(len("system"), *(len(label) for label, _ in rows))
+    widths = [max(len(h), *(len(cells[i]) for _, cells in rows if len(cells) == len(cols))) for i, (h, _, _) in enumerate(cols)]
+    grid_width = first + sum(len(GAP) + w for w in widths)
+    if grid_width > width:
+        return _vertical(rows, cols, width)
+    lines = ["system".ljust(first) + "".join(GAP + h.rjust(w) for (h, _, _), w in zip(cols, widths))]
+    for label, cells in rows:
+        if len(cells) != len(cols):
+            lines.append(label.ljust(first) + GAP + cells[0][: width - first - len(GAP)])
+            continue
+        lines.append(label.ljust(first) + "".join(GAP + c.rjust(w) for c, w in zip(cells, widths)))
+    return "\n".join(lines)
+
+
+def _wrap(text: str, width: int) -> str:
+    return "\n".join(textwrap.wrap(text, width, break_on_hyphens=False))
+
+
+def _vertical(rows: list[tuple[str, list[str]]], cols: list[tuple[str, str, Any]], width: int) -> str:
+    lines = []
+    for label, cells in rows:
+        lines.append(label)
+        facts = cells if len(cells) != len(cols) else [f"{h} {c}" for (h, _, _), c in zip(cols, cells)]
+        lines += textwrap.wrap(" · ".join(facts), width, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False)
+    return "\n".join(lines)
+
+
+def rates_table(report: dict[str, Any], width: int = 80) -> str:
+    """Poisson runs: p95 latency of each system (rows) per request rate (columns), bound last."""
+    rates = report.get("rates") or []
+    if not rates:
+        return ""
+    names = labels(list(report["systems"]))
+    first = max(len("p95 s at q/s"), *(len(v) for v in names.values()), len("bound"))
+    header = "p95 s at q/s".ljust(first) + "".join(GAP + f"{at['rate']:g}".rjust(6) for at in rates)
+    lines = [header]
+    for name, label in names.items():
+        cells = [_num(((at["systems"].get(name) or {}).get("latency") or {}).get("p95"), "{:.2f}") for at in rates]
+        lines.append(label.ljust(first) + "".join(GAP + c.rjust(6) for c in cells))
+    if any(at.get("bound_p95_s") for at in rates):
+        lines.append("bound".ljust(first) + "".join(GAP + _num(at.get("bound_p95_s"), "{:.2f}").rjust(6) for at in rates))
+    if len(header) > width:  # many rates: one line per system instead
+        return "\n".join(textwrap.shorten(line, width, placeholder=" …") for line in lines)
+    return "\n".join(lines)
+
+
+def bound_line(report: dict[str, Any]) -> str:
+    bound = _bound(report) or {}
+    if bound.get("value_s") is None:
+        return ""
+    what = {"mean latency": "mean per query", "makespan": "makespan", "p95 latency": "p95 at the highest rate"}
+    return f"{bound['kind']} bound: {bound['value_s']:.2f} s ({what.get(bound['metric'], bound['metric'])})"
+
+
+def legend(report: dict[str, Any], width: int = 80) -> str:
+    """What the short labels and the ratio columns mean, wrapped to `width`."""
+    names = labels(list(report["systems"]))
+    parts = [f"{label} = {name}" for name, label in names.items() if label != name]
+    ratio = {"single": "mean latency", "batch": "makespan", "poisson": "p95 latency"}[report["mode"]]
+    columns = {header for header, _, _ in _columns(report)}
+    short = [text for header, text in (("vs conc", "conc = stock-concurrent"), ("vs LDPC", "LDPC = llamadistpc"))
+             if header in columns]
+    text = "; ".join(parts + short)
+    text += (f". vs X: X's {ratio} over the system's (above 1x: faster than X). "
+             f"equal: same answers as {report.get('equality_reference') or '—'}.")
+    return "\n".join(textwrap.wrap(text.lstrip(". "), width, break_on_hyphens=False))
+
+
+def render(report: dict[str, Any], width: int = 80) -> str:
+    """Verdict, a context line, the table, the bound, the legend: every line at most `width`."""
+    machine = report["machine"]
+    context = (f"{report['example']} · {report['framework']} · {report['mode']} · {report['config']['queries']} queries"
+               f" · {machine['cpus']} cores, load {machine['load_average_1m_at_start']:.1f} at start")
+    parts = [_wrap(report.get("verdict") or verdict(report), width), "", _wrap(context, width), table(report, width)]
+    if report.get("rates"):
+        parts += ["", rates_table(report, width)]
+    line = bound_line(report)
+    if line:
+        parts.append(line)
+    failures = [f"{name}: {s['failed_queries']} failed queries, first: {s['errors'][0]}"
+                for name, s in report["systems"].items() if s["failed_queries"]]
+    parts += [textwrap.shorten(f, width, placeholder=" …") for f in failures]
+    parts += ["", legend(report, width)]
+    return "\n".join(parts)
