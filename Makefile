@@ -5,11 +5,13 @@
 setup:
 	./scripts/setup.sh
 
-# The main job: the advanced-RAG comparison (stock LangChain vs accel) on embedded defaults.
+# The main job: the advanced-RAG comparison (stock LangChain, LlamaDistPC-like, accel) on the
+# embedded defaults. `make run ARGS="--ablations --verbose"` adds accel's other policies and
+# passes switched off, and shows third-party progress output.
 run: setup
 	mkdir -p out
 	.venv/bin/accel bench advanced-rag --framework langchain --mode single --queries 8 \
-		--json out/advanced-rag.json --plot out/advanced-rag.png
+		--json out/advanced-rag.json --markdown out/advanced-rag.md --plot out/advanced-rag.png $(ARGS)
 
 test: setup
 	./scripts/run-tests.sh

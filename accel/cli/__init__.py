@@ -32,11 +32,15 @@ _mount_optional()
 
 def main() -> None:
     import os
+    import sys
 
     from accel.engines.errors import EngineError
 
+    from . import quiet
+
     # vLLM logs to stdout by default; keep stdout for results (`--json` must stay parseable).
     os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
+    quiet.configure("--verbose" in sys.argv[1:])  # before any command imports tqdm or transformers
 
     try:
         app()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import sys
 import time
 import tracemalloc
 from pathlib import Path
@@ -161,17 +162,22 @@ def _table(report: dict[str, Any]) -> Table:
 
 @bench_app.command("scheduler")
 def scheduler(
-    json_path: Path | None = typer.Option(None, "--json", help="Write the measurements to this JSON file."),
+    json_path: str | None = typer.Option(None, "--json", help="Write the measurements to this JSON file "
+                                                              "('-': stdout, one document; the table goes to stderr)."),
     queries: int = typer.Option(1000, help="Concurrent queries for the memory measurement."),
 ) -> None:
     """Measure dispatch overhead, template instantiation and memory under concurrency."""
-    console = Console()
+    to_stdout = json_path == "-"
+    console = Console(stderr=to_stdout)
     report = run_benchmark(queries=queries, console=console)
     console.print(_table(report))
-    if json_path is not None:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(report, indent=2))
-        console.print(f"wrote {json_path}")
+    if to_stdout:
+        sys.stdout.write(json.dumps(report, separators=(",", ":")) + "\n")
+    elif json_path is not None:
+        path = Path(json_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(report, indent=2))
+        console.print(f"wrote {path}")
 
 
 def _mount_comparisons() -> None:

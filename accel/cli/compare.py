@@ -1,13 +1,17 @@
 """`accel bench <example>`: the example app run stock, hand-parallelised and through accel on
-the same engines, data and query order; prints a table, writes JSON and PNG plots.
+the same engines, data and query order; prints a verdict and a table that fits the terminal,
+writes JSON, markdown and PNG plots.
 
 The engines are the `accel up` stack (started here when it is not running) or whatever
-ACCEL_OPENAI_BASE_URL / ACCEL_PG_DSN point at.
+ACCEL_OPENAI_BASE_URL / ACCEL_PG_DSN point at. `--json -` writes the report to stdout as one
+JSON document and everything for people to stderr.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,25 +19,27 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from rich.markdown import Markdown
+from rich.text import Text
+
+from . import quiet
+from .steps import Steps
 
 
 @contextmanager
-def _engines(console: Console, private_size: str) -> Iterator[Any]:
+def _engines(steps: Steps, private_size: str) -> Iterator[Any]:
     """The examples' StackConfig: a private stack, or the `accel up` one (started if needed)."""
     from accel.examples.stack import StackConfig
 
     if private_size:
         from accel.benchmarks.private_stack import private_stack
 
-        console.print(f"starting a private stack ({private_size} LLM, about 2 minutes)")
+        steps.step(f"starting a private stack ({private_size} LLM, about 2 minutes)")
         with private_stack(private_size) as config:
             yield config
         return
     from accel.engines import stack
 
-    with console.status("engines") as status:
-        info = asyncio.run(stack.up(report=lambda msg: status.update(msg)))
+    info = asyncio.run(stack.up(report=steps.step))
     yield StackConfig(info.openai_base_url, info.model, info.pg_dsn, info.embed_model, info.rerank_model)
 
 
@@ -43,41 +49,51 @@ def _command(name: str) -> Callable[..., None]:
         mode: str = typer.Option("single", help="single | batch | poisson"),
         rate: list[float] = typer.Option([], help="Poisson request rate in queries/s (repeat for a sweep)."),
         queries: int = typer.Option(8, help="Number of workload questions."),
-        json_path: Path | None = typer.Option(None, "--json", help="Write the report as JSON here."),
+        json_path: str | None = typer.Option(None, "--json", help="Write the report as JSON here ('-': stdout, "
+                                                                  "one document; the rest goes to stderr)."),
         plot: Path | None = typer.Option(None, help="Write PNG plots here (Poisson adds <stem>-rates.png)."),
-        markdown_path: Path | None = typer.Option(None, "--markdown", help="Write the markdown table here."),
-        systems: str = typer.Option("", help="Comma-separated systems to run (default: all)."),
-        ablations: bool = typer.Option(True, help="Also run accel with each pass switched off."),
+        markdown_path: Path | None = typer.Option(None, "--markdown", help="Write the full markdown table here."),
+        systems: str = typer.Option("", help="Comma-separated systems to run (default: stock, stock-concurrent, "
+                                             "llamadistpc, accel-topology)."),
+        ablations: bool = typer.Option(False, help="Also run accel's other batching policies (po, to) and accel "
+                                                   "with each pass switched off."),
         concurrency: int = typer.Option(16, help="Concurrent queries for the concurrent systems."),
         seed: int = typer.Option(0, help="Workload seed (questions, arrivals)."),
         private_stack: str = typer.Option("", help="Run on a private stack with this offline LLM (tiny | bench) "
                                                    "instead of `accel up`: clean prefix cache, reset between systems."),
+        verbose: bool = quiet.VERBOSE,
     ) -> None:
-        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-        from accel.benchmarks import plots, report as reports
+        quiet.configure(verbose)
+        from accel.benchmarks import plots, report as reports, summary
         from accel.benchmarks.harness import BenchConfig, compare
 
-        console = Console()
+        to_stdout = json_path == "-"
+        err = Console(stderr=True)
+        out = err if to_stdout else Console()
         config = BenchConfig(
             name, framework, mode, queries=queries, rates=tuple(rate),  # type: ignore[arg-type]
             systems=tuple(s for s in systems.split(",") if s), ablations=ablations, concurrency=concurrency, seed=seed,
         )
         config.check()
-        with _engines(console, private_stack) as stack, Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console) as progress:
-            task = progress.add_task(f"{name} · {framework} · {mode}", total=None)
-            result = compare(config, stack, progress=lambda msg: progress.update(task, description=f"{name} · {framework} · {mode}: {msg}"))
-        text = reports.markdown(result)
-        console.print(Markdown(text))
-        if json_path is not None:
-            console.print(f"wrote {reports.write_json(result, json_path)}")
+        with Steps(err) as steps, _engines(steps, private_stack) as stack:
+            result = compare(config, stack, progress=steps.step)
+        text = summary.render(result, out.width)
+        verdict, _, rest = text.partition("\n\n")
+        out.print(Text(verdict, style="bold"), soft_wrap=True)
+        out.print(Text("\n" + rest), soft_wrap=True)
+        if to_stdout:
+            sys.stdout.write(json.dumps(result, default=str, separators=(",", ":")) + "\n")
+        elif json_path:
+            out.print(f"wrote {reports.write_json(result, Path(json_path))}", soft_wrap=True)
         if markdown_path is not None:
             markdown_path.parent.mkdir(parents=True, exist_ok=True)
-            markdown_path.write_text(text)
-        for path in plots.plot(result, plot or (json_path.with_suffix(".png") if json_path else Path(f"bench-{name}.png"))):
-            console.print(f"wrote {path}")
+            markdown_path.write_text(reports.markdown(result))
+            out.print(f"wrote {markdown_path}", soft_wrap=True)
+        default_plot = Path(json_path).with_suffix(".png") if json_path and not to_stdout else Path(f"bench-{name}.png")
+        for path in plots.plot(result, plot or default_plot):
+            out.print(f"wrote {path}", soft_wrap=True)
 
-    run.__doc__ = f"Compare the {name} example: stock, LlamaDistPC-like and accel (policies, ablations)."
+    run.__doc__ = f"Compare the {name} example: stock, LlamaDistPC-like and accel (--ablations: policies, passes off)."
     return run
 
 

@@ -7,13 +7,17 @@ from rich.console import Console
 
 from accel.config import settings
 
+from . import quiet
+
 console = Console(stderr=True)
 
 
 def models(
     sizes: list[str] = typer.Option(["tiny", "bench"], "--size", help="Offline LLM sizes to build."),
+    verbose: bool = quiet.VERBOSE,
 ) -> None:
     """Build the offline LLMs (tiny for tests, bench for benchmarks) and the reranker."""
+    quiet.configure(verbose)
     from accel.engines.offline.llm import build_llm
     from accel.engines.offline.reranker import build_reranker
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
+
+from . import quiet
+from .stack import JSON_FLAG, print_json
 
 console = Console(stderr=True)
 out = Console()
@@ -21,18 +23,20 @@ ENGINES = ("embed", "rerank", "vectordb", "llm")
 
 def profile(
     engines: list[str] = typer.Option(list(ENGINES), "--engine", help="Engines to profile."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout."),
+    as_json: bool = JSON_FLAG,
     markdown: Path | None = typer.Option(None, "--markdown", help="Also write a markdown report here."),
     repeats: int = typer.Option(3, help="Timed runs per batch size (the fastest is kept)."),
+    verbose: bool = quiet.VERBOSE,
 ) -> None:
     """Measure each engine's throughput vs batch size and choose its max efficient batch."""
+    quiet.configure(verbose)
     unknown = set(engines) - set(ENGINES)
     if unknown:
         raise typer.BadParameter(f"unknown engines {sorted(unknown)}; choose from {ENGINES}")
     with Progress(console=console) as progress:
         report = asyncio.run(_profile_all(engines, repeats, progress))
     if as_json:
-        out.print_json(json.dumps(report))
+        print_json(report)
     else:
         out.print(_table(report))
         if "llm_sequential_vs_batched" in report:

@@ -4,24 +4,36 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
+from typing import Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from . import quiet
+from .steps import Steps
 
 console = Console(stderr=True)
 out = Console()
+JSON_FLAG = typer.Option(False, "--json", help="Print one compact JSON document on stdout (everything else on stderr).")
 
 
-def up(as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout.")) -> None:
+def print_json(document: Any) -> None:
+    """One compact JSON document, one line, on stdout: what scripts read."""
+    sys.stdout.write(json.dumps(document, separators=(",", ":"), default=str) + "\n")
+    sys.stdout.flush()
+
+
+def up(as_json: bool = JSON_FLAG, verbose: bool = quiet.VERBOSE) -> None:
     """Start the embedded local stack: Postgres + pgvector and a vLLM OpenAI server."""
+    quiet.configure(verbose)
     from accel.engines import stack
 
-    with console.status("starting the local stack") as status:
-        info = asyncio.run(stack.up(report=lambda msg: status.update(msg)))
+    with Steps(console) as steps:
+        info = asyncio.run(stack.up(report=steps.step))
     if as_json:
-        out.print_json(json.dumps(info.to_json()))
+        print_json(info.to_json())
         return
     table = Table(title="accel local stack", show_header=False)
     for key, value in info.to_json().items():
@@ -42,8 +54,9 @@ def down() -> None:
     out.print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
 
 
-def doctor(as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout.")) -> None:
+def doctor(as_json: bool = JSON_FLAG, verbose: bool = quiet.VERBOSE) -> None:
     """Check every engine with one real request; exit 1 if any is not ok."""
+    quiet.configure(verbose)
     from accel.engines.doctor import check_all
     from accel.engines.stack import read_state
 
@@ -62,20 +75,22 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Print one JSON ob
             "ok": ok,
             "engines": {h.engine: {"ok": h.ok, "detail": h.detail, "latency_s": h.latency_s} for h in results},
         }
-        out.print_json(json.dumps(report))
+        print_json(report)
     if not ok:
         raise typer.Exit(1)
 
 
-def demo(keep: bool = typer.Option(False, "--keep", help="Leave the stack running afterwards.")) -> None:
+def demo(keep: bool = typer.Option(False, "--keep", help="Leave the stack running afterwards."),
+         verbose: bool = quiet.VERBOSE) -> None:
     """Start the local stack, send one real request through every engine, print what happened."""
+    quiet.configure(verbose)
     from accel.engines import stack
 
     from .demo import run_demo
 
     was_up = stack.read_state() is not None
-    with console.status("starting the local stack") as status:
-        info = asyncio.run(stack.up(report=lambda msg: status.update(msg)))
+    with Steps(console) as steps:
+        info = asyncio.run(stack.up(report=steps.step))
     try:
         asyncio.run(run_demo(info, out))
     finally:
