@@ -201,7 +201,7 @@ class SliceOp:
 def split_text(kind: str, text: str) -> list[str]:
     """Items of a splittable decode output (same parser as the streaming path)."""
     # Imported here: the parsers live with the decode-pipelining pass, which imports this module.
-    from accel.passes.splitters import split_all
+    from accel.ir.splitters import split_all
 
     return split_all(kind, text)
 
@@ -252,7 +252,7 @@ class StreamDecodeOp:
         return self.inner.requests(values)
 
     async def stream(self, values: dict[str, Any], chunks: AsyncIterator[GenerationChunk]) -> AsyncIterator[list[Any]]:
-        from accel.passes.splitters import make_splitter
+        from accel.ir.splitters import make_splitter
 
         splitter = make_splitter(self.split)
         async for chunk in chunks:

@@ -12,7 +12,7 @@ from accel.ir.graph import Graph
 from accel.ir.kinds import Kind
 from accel.ir.ops import DecodeOp, StreamDecodeOp
 from accel.passes.registry import PassContext
-from accel.passes.splitters import SPLITTERS
+from accel.ir.splitters import SPLITTERS
 from accel.passes.streams import pipeline_from, pipelinable
 
 NAME = "decode_pipeline"

@@ -36,7 +36,7 @@ def openai_server(base_url: str, model: str, api_key: str = "EMPTY") -> EngineSp
         return OpenAIServerEngine(base_url, model, api_key)
 
     def limits() -> Any:
-        from accel.runtime.limits import EngineLimits
+        from accel.session import EngineLimits
 
         return EngineLimits(use_priority=True)
 
@@ -68,7 +68,7 @@ def reranker(model_path: str) -> EngineSpec:
         return CrossEncoderReranker(model_path)
 
     def limits() -> Any:
-        from accel.runtime.limits import EngineLimits
+        from accel.session import EngineLimits
 
         return EngineLimits(max_batch_size=RERANK_PAIRS_PER_CALL)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from accel.passes.splitters import NumberedSplitter
+from accel.ir.splitters import NumberedSplitter
 
 
 def kind(parser: Any) -> str | None:

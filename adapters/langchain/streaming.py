@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from accel.adapters.langchain.ops import ChatResult
-from accel.runtime.output_stream import Delta, StreamItem
+from accel.session import Delta, StreamItem
 
 
 class Chunks:

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from accel.passes.splitters import make_splitter, split_all
+from accel.ir.splitters import make_splitter, split_all
 
 
 def feed_in(kind: str, deltas: list[str]) -> list[list]:
