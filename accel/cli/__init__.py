@@ -20,9 +20,20 @@ app.command("demo")(stack.demo)
 
 
 def _mount_optional() -> None:
+    """`accel bench` needs the benchmark harness and the framework extras; when they do not
+    import, the command stays listed and says what is missing instead of vanishing."""
     try:
         from .bench import bench_app
-    except ImportError:
+    except ImportError as err:
+        broken = err
+
+        @app.command("bench", context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+                     help=f"Benchmarks (unavailable: {broken}).")
+        def bench_unavailable() -> None:
+            typer.echo(f"accel bench: unavailable because an import failed: {broken!r}. "
+                       "Remedy: install the extras (make setup, or pip install -e '.[langchain,llamaindex]').", err=True)
+            raise typer.Exit(2)
+
         return
     app.add_typer(bench_app, name="bench", help="Benchmarks (scheduler overhead, comparisons).")
 
