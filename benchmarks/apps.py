@@ -57,6 +57,11 @@ EXAMPLES: dict[str, ExampleSpec] = {
         "chunk 256 / overlap 30, embed, ingest into pgvector, top-3, one call (LangChain) / tree summarize (LlamaIndex)",
         llm_levels=fan_in, embed_batch=1,
     ),
+    "chat": ExampleSpec(
+        "chat", {"llamaindex": "accel.examples.llamaindex.chat"},
+        "condense-plus-context chat engine, conversations of 3 turns (condense, top-3, answer with history)",
+        llm_levels=sequential, embed_batch=1,
+    ),
     "search-generation": ExampleSpec(
         "search-generation", {"langchain": "accel.examples.langchain.search_generation"},
         "proxy LLM drafts, judge LLM decides whether to search, core LLM answers with the results",

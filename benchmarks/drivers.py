@@ -114,7 +114,8 @@ def _LangChainTimer(times: LLMTimes) -> Any:  # noqa: N802 - builds a handler cl
 
 
 class LlamaIndexDriver:
-    """Apps are query engines; stock concurrency is `asyncio.gather` over `aquery`, always on
+    """Apps are query engines, or chat engines (one query = one conversation of several turns);
+    stock concurrency is `asyncio.gather` over `aquery` / the conversations' `achat`s, always on
     this driver's one loop (PGVectorStore's async engine is bound to the loop it first ran on)."""
 
     framework = "llamaindex"
@@ -136,6 +137,8 @@ class LlamaIndexDriver:
         return [node.get_content() for node in splitter.get_nodes_from_documents([Document(text=d["text"]) for d in documents])]
 
     def call(self, app: Any, question: str) -> str:
+        if _is_chat_engine(app):
+            return _conversation(app, question)
         return _text(app.query(question))
 
     def batch(self, app: Any, questions: Sequence[str], concurrency: int) -> list[str | BaseException]:
@@ -144,6 +147,8 @@ class LlamaIndexDriver:
 
             async def one(q: str) -> Any:
                 async with gate:
+                    if _is_chat_engine(app):
+                        return await _aconversation(app, q)
                     return await app.aquery(q)
 
             return await asyncio.gather(*(one(q) for q in questions), return_exceptions=True)
@@ -179,6 +184,28 @@ class LlamaIndexDriver:
             yield times
         finally:
             dispatcher.event_handlers.remove(handler)
+
+
+def _is_chat_engine(app: Any) -> bool:
+    from llama_index.core.chat_engine.types import BaseChatEngine
+
+    return isinstance(app, BaseChatEngine)
+
+
+def _conversation(app: Any, question: str) -> str:
+    """A chat app's query is one conversation on an engine of its own: the question, then the
+    example's follow-ups, turn after turn (`accel.examples.llamaindex.chat`)."""
+    from accel.examples.llamaindex.chat import new_conversation, turns
+
+    engine = new_conversation(app)
+    return "\n".join(engine.chat(message).response for message in turns(question))
+
+
+async def _aconversation(app: Any, question: str) -> str:
+    from accel.examples.llamaindex.chat import new_conversation, turns
+
+    engine = new_conversation(app)
+    return "\n".join([(await engine.achat(message)).response for message in turns(question)])
 
 
 def _text(result: Any) -> str:

@@ -20,7 +20,8 @@ CHUNK_OVERLAP = 30
 EMBED_DIM = 384
 
 
-def llm(config: StackConfig, *, max_tokens: int | None = None) -> OpenAILike:
+def llm(config: StackConfig, *, max_tokens: int | None = None, chat: bool = False) -> OpenAILike:
+    """Greedy completions (`chat=True`: the chat API, the server applying the model's chat template)."""
     return OpenAILike(
         model=config.model,
         api_base=config.openai_base_url,
@@ -28,7 +29,7 @@ def llm(config: StackConfig, *, max_tokens: int | None = None) -> OpenAILike:
         max_tokens=max_tokens or config.max_tokens,
         temperature=0.0,
         context_window=config.context_window,
-        is_chat_model=False,
+        is_chat_model=chat,
         max_retries=0,
     )
 
