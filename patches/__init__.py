@@ -14,6 +14,10 @@ import importlib
 import os
 import threading
 from collections.abc import Collection
+from typing import Any
+
+from opentelemetry.instrumentation.dependencies import DependencyConflict, get_dependency_conflicts
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
 ENV = "ACCEL_AUTO"
 # framework module to patch -> accel patch module (exposing patch() / unpatch())
@@ -77,18 +81,31 @@ def uninstrument() -> None:
             module.unpatch()
 
 
-class AccelInstrumentor:
-    """The OpenTelemetry instrumentor interface (`opentelemetry-instrument` loads it through
-    the `opentelemetry_instrumentor` entry point and calls `instrument()`)."""
+class AccelInstrumentor(BaseInstrumentor):
+    """accel as an OpenTelemetry instrumentation: `opentelemetry-instrument` loads it through
+    the `opentelemetry_instrumentor` entry point and calls `instrument()`; a
+    `tracer_provider=` given to `instrument` receives accel's query and primitive spans.
+    It instruments whichever of its frameworks is installed (`_instruments_any`)."""
+
+    _instruments_any = ("langchain-core >= 1.7, < 2", "llama-index-core >= 0.14, < 0.15", "langgraph >= 1.2, < 2")
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return ()
 
-    def instrument(self, **kwargs: object) -> None:
-        instrument()
+    def _check_dependency_conflicts(self) -> DependencyConflict | None:
+        return get_dependency_conflicts((), self._instruments_any)
 
-    def uninstrument(self, **kwargs: object) -> None:
+    def _instrument(self, **kwargs: Any) -> None:
+        from accel.tracer.spans import use_tracer_provider
+
+        use_tracer_provider(kwargs.get("tracer_provider"))
+        instrument(force=True)
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        from accel.tracer.spans import use_tracer_provider
+
         uninstrument()
+        use_tracer_provider(None)
 
 
 __all__ = ["ENV", "AccelInstrumentor", "enabled", "instrument", "uninstrument"]

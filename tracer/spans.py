@@ -32,8 +32,19 @@ CACHED_TOKENS = "accel.cached_tokens"
 ITEMS = "accel.items"
 
 
+_provider: dict[str, trace.TracerProvider | None] = {"default": None}
+
+
+def use_tracer_provider(provider: trace.TracerProvider | None) -> None:
+    """The provider accel's spans go to when a runtime names none (an instrumentor's
+    `tracer_provider`); None means OpenTelemetry's global provider."""
+    _provider["default"] = provider
+
+
 def get_tracer(provider: trace.TracerProvider | None = None) -> trace.Tracer:
-    """The "accel" tracer from `provider`, or from the global provider when None."""
+    """The "accel" tracer from `provider`, else from `use_tracer_provider`'s, else from the
+    global provider."""
+    provider = provider if provider is not None else _provider["default"]
     if provider is not None:
         return provider.get_tracer(TRACER_NAME)
     return trace.get_tracer(TRACER_NAME)

@@ -83,3 +83,31 @@ def test_instrument_is_a_no_op_without_the_variable(monkeypatch) -> None:
     monkeypatch.delenv("ACCEL_AUTO", raising=False)
     assert p.instrument() is False
     assert p.AccelInstrumentor().instrumentation_dependencies() == ()
+
+
+def test_instrumentor_is_an_opentelemetry_instrumentation_honouring_tracer_provider() -> None:
+    code = '''
+import json
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from langchain_core.runnables.base import RunnableSequence
+from accel.patches import AccelInstrumentor
+from accel.tracer.spans import get_tracer
+
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+inst = AccelInstrumentor()
+inst.instrument(tracer_provider=provider)
+patched = hasattr(RunnableSequence.invoke, "__wrapped__")
+with get_tracer().start_as_current_span("probe"):
+    pass
+inst.uninstrument()
+print(json.dumps([isinstance(inst, BaseInstrumentor), patched, [s.name for s in exporter.get_finished_spans()],
+                  hasattr(RunnableSequence.invoke, "__wrapped__")]))
+'''
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [True, True, ["probe"], False]
