@@ -1,6 +1,7 @@
 """accel: drop-in acceleration for LangChain and LlamaIndex apps on locally hosted engines.
 
     chain = accel.wrap(chain)
+    answers = accel.batch(accel.wrap(query_engine), questions)   # one consolidated batch
 
 Importing `accel` is light: the runtime, the engines and the framework adapters load on
 first use.
@@ -12,7 +13,22 @@ from typing import Any
 
 from accel.wrap import register_adapter, wrap
 
-__all__ = ["get_session", "register_adapter", "shutdown", "wrap"]
+__all__ = ["abatch", "batch", "get_session", "register_adapter", "shutdown", "wrap"]
+
+
+def batch(app: Any, inputs: Any, **options: Any) -> list[Any]:
+    """Run `app` over `inputs` as one batch whose identical engine requests run once
+    (`accel.consolidate.batch`); for query engines, which have no `batch` of their own."""
+    from accel.consolidate import batch as _batch
+
+    return _batch(app, inputs, **options)
+
+
+async def abatch(app: Any, inputs: Any, **options: Any) -> list[Any]:
+    """`batch` for async callers (`accel.consolidate.abatch`)."""
+    from accel.consolidate import abatch as _abatch
+
+    return await _abatch(app, inputs, **options)
 
 
 def get_session(**options: Any) -> Any:

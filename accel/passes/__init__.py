@@ -16,9 +16,14 @@ from accel.passes.registry import (
     register_pass,
     unregister_pass,
 )
+from accel.passes.share import share_requests
 from accel.passes.stage import stage_decompose
 
 for _name, _fn in zip(DEFAULT_ORDER, (prune_dependencies, stage_decompose, prefill_split, decode_pipeline), strict=True):
+    if _name not in PASSES:
+        register_pass(_name, _fn)
+# Parrot / Halo passes (issue 13), after Teola's
+for _name, _fn in (("share_requests", share_requests),):
     if _name not in PASSES:
         register_pass(_name, _fn)
 
@@ -32,6 +37,7 @@ __all__ = [
     "prefill_split",
     "prune_dependencies",
     "register_pass",
+    "share_requests",
     "stage_decompose",
     "unregister_pass",
 ]

@@ -22,6 +22,7 @@ from accel.engines.errors import EngineError, EngineUnavailable, InvalidRequest
 from accel.engines.llm.api_call import APICall
 from accel.runtime.limits import EngineLimits
 from accel.runtime.policies import get_policy
+from accel.runtime.sharing import current_scope
 from accel.runtime.task import EngineTask, Slice, TaskQueue
 
 
@@ -97,7 +98,17 @@ class EngineScheduler:
 
     async def submit(self, task: EngineTask) -> list[Any]:
         """Queue one node's requests and return their results in order. Cancelling the caller
-        withdraws the task and stops engine calls that no other task waits for."""
+        withdraws the task and stops engine calls that no other task waits for. Inside a batch
+        call's share scope, identical deterministic requests are computed once (`sharing`)."""
+        if not task.requests:
+            return []
+        scope = current_scope()
+        if scope is not None:
+            return await scope.submit(self, task)
+        return await self.submit_unshared(task)
+
+    async def submit_unshared(self, task: EngineTask) -> list[Any]:
+        """`submit` without the share scope: every request goes to the engine."""
         if not task.requests:
             return []
         await self._enqueue(task)

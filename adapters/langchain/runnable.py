@@ -38,6 +38,7 @@ from accel.adapters.langchain.capture import Capture, Step, peel_root
 from accel.adapters.langchain.streaming import Chunks, chat_result
 from accel.caller import LoopCaller, ThreadCaller
 from accel.engines.errors import EngineError
+from accel.runtime.sharing import batch_scope
 from accel.scope import WrappedRun, context_with, stock_call, wrapped_run
 
 log = logging.getLogger("accel.adapters.langchain")
@@ -133,13 +134,15 @@ class WrappedRunnable(Runnable[Any, Any]):
         if self._own_batch:
             why = f"{', '.join(self._own_batch)} batch(es) on their own"
             return self._stock(why, "batch", inputs, config, return_exceptions=return_exceptions, target=self.original, **kwargs)
-        return super().batch(inputs, config, return_exceptions=return_exceptions, **kwargs)
+        with batch_scope(self._template, self.counters):  # issue 13: the batch's identical requests run once
+            return super().batch(inputs, config, return_exceptions=return_exceptions, **kwargs)
 
     async def abatch(self, inputs: list[Any], config: Any = None, *, return_exceptions: bool = False, **kwargs: Any) -> list[Any]:
         if self._own_batch:
             why = f"{', '.join(self._own_batch)} batch(es) on their own"
             return await self._astock(why, "abatch", inputs, config, return_exceptions=return_exceptions, target=self.original, **kwargs)
-        return await super().abatch(inputs, config, return_exceptions=return_exceptions, **kwargs)
+        with batch_scope(self._template, self.counters):  # issue 13: the batch's identical requests run once
+            return await super().abatch(inputs, config, return_exceptions=return_exceptions, **kwargs)
 
     def _query(self, input: Any, run_manager: Any, config: RunnableConfig, caller: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
         return {"input": input, "config": config, "run": run_manager, "caller": caller,

@@ -1,0 +1,135 @@
+"""Request sharing inside a batch call's scope, on fake engines (scheduler unit tests): identical
+deterministic requests run once, each query gets its own copy, a failing shared request fails
+exactly the queries that wait on it, a query leaving early does not stop the others' work."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from accel.engines.base import GenerationRequest, SamplingParams, VectorQuery
+from accel.engines.errors import InvalidRequest
+from accel.engines.llm.api_call import APICall
+from accel.runtime.engine_scheduler import EngineScheduler
+from accel.runtime.fakes import FakeEngine, FakeLLMEngine
+from accel.runtime.sharing import ShareScope, batch_scope, current_scope, request_key
+from accel.runtime.task import EngineTask
+
+
+def task(query: str, requests: list, node: str = "n") -> EngineTask:
+    return EngineTask(query, node, 0, list(requests))
+
+
+def test_keys_only_for_deterministic_requests() -> None:
+    greedy = GenerationRequest(prompt="p", params=SamplingParams(temperature=0.0))
+    assert request_key(greedy) == request_key(GenerationRequest(prompt="p", priority=3, request_id="x"))
+    assert request_key(GenerationRequest(prompt="p", params=SamplingParams(temperature=0.7))) is None
+    assert request_key(GenerationRequest(prompt="p", params=SamplingParams(temperature=0.7, seed=1))) is not None
+    assert request_key(GenerationRequest(prompt="p", params=SamplingParams(max_tokens=3))) != request_key(greedy)
+
+    def call(body: bytes, url: str = "http://h/v1/chat/completions") -> APICall:
+        return APICall("POST", url, (("x-stainless-retry-count", "0"),), body)
+
+    assert request_key(call(b'{"model":"m","temperature":0,"messages":[]}')) == request_key(
+        APICall("POST", "http://h/v1/chat/completions", (("x-stainless-retry-count", "1"),), b'{"messages": [], "temperature": 0, "model": "m"}'))
+    assert request_key(call(b'{"model":"m","messages":[]}')) is None  # the server's default temperature samples
+    assert request_key(call(b'{"model":"m","temperature":0,"stream":true}')) is None
+    assert request_key(call(b"not json")) is None
+    assert request_key("text") == ("text", "text")
+    assert request_key(("q", "passage")) is not None
+    assert request_key(VectorQuery([0.1, 0.2], 3, "c")) == request_key(VectorQuery((0.1, 0.2), 3, "c"))
+    assert request_key(object()) is None
+
+
+def test_scope_is_entered_once_and_counts_into_the_callers_counters() -> None:
+    counters: dict[str, int] = {}
+    with batch_scope(None, counters) as outer:
+        assert current_scope() is outer
+        with batch_scope(None) as inner:
+            assert inner is outer
+        outer.shared["embed"] += 2
+    assert current_scope() is None
+    assert counters == {"shared embed requests": 2}
+
+
+async def test_identical_requests_of_a_batch_run_once_and_each_query_gets_a_copy() -> None:
+    engine = FakeEngine(latency=0.01, compute=lambda text: {"vector": [len(text)]})
+    scope = ShareScope()
+    async with EngineScheduler("embed", engine) as sched:
+        async def query(q: str, texts: list[str]) -> list:
+            return await scope.submit(sched, task(q, texts))
+
+        a, b, c = await asyncio.gather(query("q0", ["x", "yy"]), query("q1", ["yy", "zzz"]), query("q2", ["x"]))
+        later = await query("q3", ["zzz"])  # after the others finished: served from the scope
+    assert a == [{"vector": [1]}, {"vector": [2]}] and b == [{"vector": [2]}, {"vector": [3]}] and c == [{"vector": [1]}]
+    assert later == [{"vector": [3]}]
+    assert sorted(r for batch in engine.batches for r in batch) == ["x", "yy", "zzz"]
+    assert scope.shared["embed"] == 3 and scope.computed["embed"] == 3
+    a[1]["vector"].append(99)
+    assert b[0] == {"vector": [2]}  # queries never see each other's mutations
+
+
+async def test_unkeyed_requests_are_never_shared() -> None:
+    llm = FakeLLMEngine()
+    sampled = GenerationRequest(prompt="p", params=SamplingParams(temperature=1.0))
+    scope = ShareScope()
+    async with EngineScheduler("llm", llm) as sched:
+        await asyncio.gather(scope.submit(sched, task("q0", [sampled])), scope.submit(sched, task("q1", [sampled])))
+    assert len(llm.requests) == 2 and not scope.shared
+
+
+async def test_a_failing_shared_request_fails_exactly_the_queries_that_share_it() -> None:
+    def compute(text: str) -> str:
+        if text == "bad":
+            raise InvalidRequest("embed", "cannot embed 'bad'", "send another text")
+        return text.upper()
+
+    class Failing(FakeEngine):
+        async def run(self, batch):
+            self.batches.append(list(batch))
+            await asyncio.sleep(0.01)
+            return [compute(r) for r in batch]
+
+    engine = Failing()
+    scope = ShareScope()
+    async with EngineScheduler("embed", engine) as sched:
+        outcomes = await asyncio.gather(
+            scope.submit(sched, task("q0", ["ok", "bad"])),
+            scope.submit(sched, task("q1", ["bad"])),
+            scope.submit(sched, task("q2", ["ok", "fine"])),
+            return_exceptions=True,
+        )
+    assert isinstance(outcomes[0], InvalidRequest) and outcomes[1] is outcomes[0]  # the same exception
+    assert outcomes[2] == ["OK", "FINE"]
+    assert scope.computed["embed"] == 3 and scope.shared["embed"] == 2  # 'bad' and 'ok' were computed once each
+
+
+async def test_a_query_leaving_early_does_not_stop_work_others_wait_for() -> None:
+    engine = FakeEngine(latency=0.05, compute=str.upper)
+    scope = ShareScope()
+    async with EngineScheduler("embed", engine) as sched:
+        first = asyncio.create_task(scope.submit(sched, task("q0", ["x"])))
+        second = asyncio.create_task(scope.submit(sched, task("q1", ["x"])))
+        await asyncio.sleep(0.01)
+        first.cancel()
+        assert await second == ["X"]
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        lonely = asyncio.create_task(scope.submit(sched, task("q2", ["y"])))
+        await asyncio.sleep(0.01)
+        lonely.cancel()
+        await asyncio.gather(lonely, return_exceptions=True)
+        await asyncio.sleep(0.06)
+    assert engine.cancelled == 1  # 'y' had no other waiter: its engine call was stopped
+    assert ("embed", ("text", "y")) not in scope.entries  # and a later query recomputes it
+
+
+async def test_submit_uses_the_scope_of_the_calling_context() -> None:
+    engine = FakeEngine(compute=str.upper)
+    async with EngineScheduler("embed", engine) as sched:
+        with batch_scope() as scope:
+            results = await asyncio.gather(sched.submit(task("q0", ["a"])), sched.submit(task("q1", ["a"])))
+        await sched.submit(task("q2", ["a"]))  # outside the scope: sent again
+    assert results == [["A"], ["A"]] and scope.shared["embed"] == 1
+    assert sum(len(b) for b in engine.batches) == 2
