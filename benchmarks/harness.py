@@ -24,7 +24,7 @@ from .drivers import driver_for
 from .runner import MODES, Mode, SystemRun, run_system
 from .systems import ACCEL, BASELINES, LLAMADISTPC, STOCK_CONCURRENT, STOCK_SEQUENTIAL, Apps, select
 from .summary import verdict
-from .workload import DEFAULT_MODULES, build_workload
+from .workload import DEFAULT_MODULES, Workload, build_workload
 
 Progress = Callable[[str], None]
 DEFAULT_RATES: tuple[float, ...] = (0.25, 0.5, 1.0)
@@ -68,30 +68,49 @@ def machine() -> dict[str, Any]:
             "load_average_1m_at_start": os.getloadavg()[0]}
 
 
-def _apps(config: BenchConfig, stack: Any, documents: list[dict[str, Any]]) -> Apps:
+@dataclass(frozen=True)
+class Indexed:
+    """The workload with its documents already in the stack's vector store. Indexing needs
+    only the database and the embedder, so it can run while the LLM server starts."""
+
+    workload: Workload
+    index: Any
+
+
+def index_workload(config: BenchConfig, stack: Any, progress: Progress = lambda _: None) -> Indexed:
+    """Build the workload and index its documents (`stack` needs `pg_dsn` and `embed_model`)."""
+    config.check()
+    workload = build_workload(config.queries, modules=config.modules, max_chars=config.max_chars, seed=config.seed)
+    progress(f"indexing {len(workload.documents)} documents")
+    module = example(config.example).module(config.framework)
+    collection = f"bench_{config.example.replace('-', '_')}_{uuid.uuid4().hex[:8]}"
+    return Indexed(workload, module.build_index(stack, workload.documents, collection))
+
+
+def _apps(config: BenchConfig, stack: Any, index: Any) -> Apps:
     spec = example(config.example)
     module = spec.module(config.framework)
-    index = module.build_index(stack, documents, f"bench_{config.example.replace('-', '_')}_{uuid.uuid4().hex[:8]}")
     return Apps(module.build_app(stack, index, **spec.app_options), module.build_app(stack, index, parallel=True, **spec.app_options))
 
 
-def compare(config: BenchConfig, stack: Any, progress: Progress = lambda _: None) -> dict[str, Any]:
-    """Run every selected system on the same workload; returns the JSON-ready report."""
+def compare(config: BenchConfig, stack: Any, progress: Progress = lambda _: None, indexed: Indexed | None = None) -> dict[str, Any]:
+    """Run every selected system on the same workload; returns the JSON-ready report.
+    `indexed`: the workload indexed beforehand (`index_workload`), else it is indexed here."""
     config.check()
-    workload = build_workload(config.queries, modules=config.modules, max_chars=config.max_chars, seed=config.seed)
     systems = select(list(config.systems), ablations=config.ablations)
     if config.mode == "single":
         systems = [s for s in systems if s.name != STOCK_CONCURRENT]  # identical to sequential there
+    indexed = indexed or index_workload(config, stack, progress)
     driver = driver_for(config.framework)
     try:
-        return _compare(config, stack, progress, workload, systems, driver)
+        return _compare(config, stack, progress, indexed, systems, driver)
     finally:
         driver.close()
 
 
-def _compare(config: BenchConfig, stack: Any, progress: Progress, workload: Any, systems: list[Any], driver: Any) -> dict[str, Any]:
-    progress(f"indexing {len(workload.documents)} documents")
-    apps = _apps(config, stack, workload.documents)
+def _compare(config: BenchConfig, stack: Any, progress: Progress, indexed: Indexed, systems: list[Any], driver: Any) -> dict[str, Any]:
+    workload = indexed.workload
+    apps = _apps(config, stack, indexed.index)
     rates = (config.rates or DEFAULT_RATES) if config.mode == "poisson" else (None,)
     resets: list[bool] = []
     runs: dict[str, list[SystemRun]] = {}

@@ -47,7 +47,7 @@ def verdict(report: dict[str, Any]) -> str:
     name = _accel_system(report)
     queries = report["config"]["queries"]
     if name is None:
-        return f"no accel system in this run ({queries} queries)"
+        return f"no accel system in this run ({_queries(queries)})"
     summary = report["systems"][name]
     who = "accel" if name == ACCEL else name
     if summary["setup_error"]:
@@ -55,7 +55,7 @@ def verdict(report: dict[str, Any]) -> str:
     reference, phrase = _stock_reference(report)
     ratio = report[_speedup_key(reference)].get(name) if reference else None
     equal = summary["equal_rate"]
-    facts = f"{queries} queries, " + ("answers not compared" if equal is None else f"{equal:.0%} equal answers")
+    facts = f"{_queries(queries)}, " + ("answers not compared" if equal is None else f"{equal:.0%} equal answers")
     if summary["failed_queries"]:
         facts += f", {summary['failed_queries']} failed"
     if ratio is None:
@@ -77,6 +77,10 @@ def _bound(report: dict[str, Any]) -> dict[str, Any] | None:
         return {"kind": "critical-path", "metric": "mean latency", "value_s": critical["mean_s"],
                 "accel_over_bound": critical.get("accel_over_bound")}
     return None
+
+
+def _queries(n: int) -> str:
+    return f"{n} query" if n == 1 else f"{n} queries"
 
 
 def _times(ratio: float, better: str, worse: str) -> str:
@@ -214,7 +218,7 @@ def legend(report: dict[str, Any], width: int = 80) -> str:
 def render(report: dict[str, Any], width: int = 80) -> str:
     """Verdict, a context line, the table, the bound, the legend: every line at most `width`."""
     machine = report["machine"]
-    context = (f"{report['example']} · {report['framework']} · {report['mode']} · {report['config']['queries']} queries"
+    context = (f"{report['example']} · {report['framework']} · {report['mode']} · {_queries(report['config']['queries'])}"
                f" · {machine['cpus']} cores, load {machine['load_average_1m_at_start']:.1f} at start")
     parts = [_wrap(report.get("verdict") or verdict(report), width), "", _wrap(context, width), table(report, width)]
     if report.get("rates"):

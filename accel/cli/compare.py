@@ -13,6 +13,7 @@ import asyncio
 import json
 import sys
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -26,21 +27,45 @@ from .steps import Steps
 
 
 @contextmanager
-def _engines(steps: Steps, private_size: str) -> Iterator[Any]:
-    """The examples' StackConfig: a private stack, or the `accel up` one (started if needed)."""
-    from accel.examples.stack import StackConfig
+def _engines(steps: Steps, config: Any, private_size: str) -> Iterator[tuple[Any, Any]]:
+    """(StackConfig, Indexed) on a private stack, or on the `accel up` one (started if needed,
+    with the workload indexed while the LLM server starts: indexing needs only Postgres and
+    the embedder, and vLLM on CPU pins its worker to one core)."""
+    from accel.benchmarks.harness import index_workload
 
     if private_size:
         from accel.benchmarks.private_stack import private_stack
 
         steps.step(f"starting a private stack ({private_size} LLM, about 2 minutes)")
-        with private_stack(private_size) as config:
-            yield config
+        with private_stack(private_size) as stack:
+            yield stack, index_workload(config, stack, steps.step)
         return
-    from accel.engines import stack
+    from accel.config import settings
+    from accel.engines import stack as local
+    from accel.engines.vectordb import resolve_dsn
+    from accel.examples.stack import StackConfig
 
-    info = asyncio.run(stack.up(report=steps.step))
-    yield StackConfig(info.openai_base_url, info.model, info.pg_dsn, info.embed_model, info.rerank_model)
+    _, embed, rerank = local.resolve_models(settings(), steps.step)  # builds the offline models if missing
+    steps.step("starting Postgres + pgvector")
+    partial = StackConfig("", "", resolve_dsn(start=True), embed, rerank)
+
+    def up() -> Any:
+        try:
+            info = asyncio.run(local.up(report=lambda msg: steps.step(msg, lane="stack")))
+        except BaseException:
+            steps.end("stack", failed=True)
+            raise
+        steps.end("stack")
+        return info
+
+    with ThreadPoolExecutor(1, thread_name_prefix="accel-up") as pool:
+        started = pool.submit(up)
+        indexed = index_workload(config, partial, steps.step)
+        info = started.result()
+    stack = StackConfig(info.openai_base_url, info.model, info.pg_dsn, info.embed_model, info.rerank_model)
+    if (info.pg_dsn, info.embed_model) != (partial.pg_dsn, partial.embed_model):  # a stack up before with other settings
+        indexed = index_workload(config, stack, steps.step)
+    yield stack, indexed
 
 
 def _command(name: str) -> Callable[..., None]:
@@ -75,8 +100,8 @@ def _command(name: str) -> Callable[..., None]:
             systems=tuple(s for s in systems.split(",") if s), ablations=ablations, concurrency=concurrency, seed=seed,
         )
         config.check()
-        with Steps(err) as steps, _engines(steps, private_stack) as stack:
-            result = compare(config, stack, progress=steps.step)
+        with Steps(err) as steps, _engines(steps, config, private_stack) as (stack, indexed):
+            result = compare(config, stack, progress=steps.step, indexed=indexed)
         text = summary.render(result, out.width)
         verdict, _, rest = text.partition("\n\n")
         out.print(Text(verdict, style="bold"), soft_wrap=True)

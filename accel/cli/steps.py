@@ -2,27 +2,40 @@
 time when it is done (in a terminal); elsewhere (logs, CI) one line when each step ends.
 
     with Steps(console) as steps:
-        steps.step("starting the vLLM server")   # ends the previous step, starts this one
-        ...
+        steps.step("starting the vLLM server", lane="stack")  # from a worker thread
+        steps.step("indexing 12 documents")                    # meanwhile, on the main lane
+        steps.end("stack")                                     # the server is ready
+
+Each lane runs one step at a time: starting a step ends that lane's previous one.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from dataclasses import dataclass
 from types import TracebackType
 
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
+MAIN = "main"
+
+
+@dataclass
+class _Running:
+    description: str
+    began: float
+    task: TaskID | None
+
 
 class Steps:
     def __init__(self, console: Console) -> None:
         self.console = console
         self._progress: Progress | None = None
-        self._task: TaskID | None = None
-        self._current: str | None = None
-        self._began = 0.0
+        self._running: dict[str, _Running] = {}
+        self._lock = threading.Lock()
 
     def __enter__(self) -> Steps:
         if self.console.is_terminal:
@@ -31,28 +44,34 @@ class Steps:
             self._progress.start()
         return self
 
-    def step(self, description: str) -> None:
-        """End the running step (if any) and start `description`."""
-        self._finish(failed=False)
-        self._current, self._began = description, time.perf_counter()
-        if self._progress is not None:
-            self._task = self._progress.add_task(description, total=1)
+    def step(self, description: str, lane: str = MAIN) -> None:
+        """End `lane`'s running step (if any) and start `description` on it."""
+        with self._lock:
+            self._end(lane, failed=False)
+            task = self._progress.add_task(description, total=1) if self._progress is not None else None
+            self._running[lane] = _Running(description, time.perf_counter(), task)
 
-    def _finish(self, failed: bool) -> None:
-        if self._current is None:
+    def end(self, lane: str = MAIN, *, failed: bool = False) -> None:
+        with self._lock:
+            self._end(lane, failed)
+
+    def _end(self, lane: str, failed: bool) -> None:
+        running = self._running.pop(lane, None)
+        if running is None:
             return
-        if self._progress is not None and self._task is not None:
+        if self._progress is not None and running.task is not None:
             if failed:
-                self._progress.update(self._task, description=f"[red]✗ failed:[/] {self._current}")
-                self._progress.stop_task(self._task)
+                self._progress.update(running.task, description=f"[red]✗ failed:[/] {running.description}")
+                self._progress.stop_task(running.task)
             else:
-                self._progress.update(self._task, completed=1)
-        else:
-            mark = "✗ failed:" if failed else "✓"
-            self.console.print(Text(f"{mark} {self._current} ({time.perf_counter() - self._began:.1f} s)"))
-        self._current, self._task = None, None
+                self._progress.update(running.task, completed=1)
+            return
+        mark = "✗ failed:" if failed else "✓"
+        self.console.print(Text(f"{mark} {running.description} ({time.perf_counter() - running.began:.1f} s)"))
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        self._finish(failed=exc_type is not None)
+        with self._lock:
+            for lane in list(self._running):
+                self._end(lane, failed=exc_type is not None)
         if self._progress is not None:
             self._progress.stop()
