@@ -77,5 +77,5 @@ def wrap(obj: Any, **options: Any) -> Any:
     supported = ", ".join(a.name for a in adapters) or "none registered (import langchain_core or llama_index first)"
     raise TypeError(
         f"accel.wrap: cannot wrap an object of type {type(obj).__module__}.{type(obj).__qualname__}. "
-        f"Supported: LangChain Runnables and LlamaIndex query engines (adapters: {supported})."
+        f"Supported, by adapter: {supported}."
     )

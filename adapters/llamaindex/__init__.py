@@ -47,9 +47,7 @@ def _is_llamaindex(obj: Any) -> bool:
 def _matches(obj: Any) -> bool:
     from llama_index.core.ingestion import IngestionPipeline
 
-    if isinstance(obj, WrappedQueryEngine) or is_dropin(obj):
-        return False
-    if isinstance(obj, IngestionPipeline) or _is_index_class(obj):
+    if isinstance(obj, (WrappedQueryEngine, IngestionPipeline)) or is_dropin(obj) or _is_index_class(obj):
         return True
     return _is_llamaindex(obj) and has_entry_point(obj)
 
@@ -62,6 +60,8 @@ def wrap_llamaindex(obj: Any, *, policy: str = "topology", disabled_passes: tupl
 
     floor.install()  # engine-call capture inside its runs (idempotent; inert outside them)
 
+    if isinstance(obj, WrappedQueryEngine) or is_dropin(obj):
+        return obj  # already accel's
     if isinstance(obj, IngestionPipeline):
         return WrappedIngestionPipeline(obj, policy=policy, disabled_passes=tuple(disabled_passes))
     if _is_index_class(obj):

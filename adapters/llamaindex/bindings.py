@@ -143,6 +143,8 @@ def bind_vector_store(store: Any, retriever: Any) -> SearchBinding | Unbound:
         return Unbound(name, "searched in process by the store itself (a Call node)")
     if retriever._filters is not None or retriever._node_ids or retriever._doc_ids:
         return Unbound(name, "filters / node_ids / doc_ids are applied by the store itself")
+    if getattr(retriever, "_kwargs", None):
+        return Unbound(name, f"vector_store_kwargs {sorted(retriever._kwargs)} are passed to the store's own query")
     if str(retriever._vector_store_query_mode.value) != "default":
         return Unbound(name, "only the default dense query mode is lowered")
     return bind_store(store)

@@ -67,6 +67,26 @@ def _retriever_overrides(cls: type) -> dict[str, Any]:
 
 
 _retriever_classes: dict[type, dict[str, Any]] = {}
+_plans: dict[Any, tuple[list[str], list[Any]]] = {}  # template key -> what its build lowered / left opaque
+
+
+def _structure_key(retriever: Any) -> tuple[Any, ...]:
+    """Retrievers that search the same store with the same embedding model, docstore and k
+    share one template (apps build a retriever per chat session: `as_chat_engine` does). The
+    graph reports no event on the retriever instance itself (its `retrieve` span and events
+    are the drop-in's own stock code), so sharing changes nothing an app sees. Other
+    retrievers get a template of their own."""
+    from llama_index.core.indices.vector_store.retrievers.retriever import VectorIndexRetriever
+
+    if type(retriever) is not VectorIndexRetriever:
+        return ("instance", next(_ids))
+    r = retriever
+    mode = str(getattr(r._vector_store_query_mode, "value", r._vector_store_query_mode))
+    if r._filters is not None or r._kwargs or mode != "default":
+        return ("instance", next(_ids))
+    # an in-memory index's retrievers carry the index's node ids (`as_retriever` passes them)
+    return ("vector", id(r._vector_store), id(r._embed_model), id(r._docstore), r._similarity_top_k,
+            r._sparse_top_k, r._hybrid_top_k, r._alpha, tuple(r._node_ids or ()), tuple(r._doc_ids or ()))
 
 
 def lower_retriever(retriever: Any, session: Any) -> Any | None:
@@ -75,15 +95,18 @@ def lower_retriever(retriever: Any, session: Any) -> Any | None:
     from accel.ir import GraphBuilder
 
     plan = plan_retrieval(retriever, [])
+    key = ("llamaindex-retriever", *_structure_key(retriever))
 
     def build() -> Any:
         plan.lowered.clear()
         plan.opaque.clear()
         b = GraphBuilder()
         b.output(plan.build(b, session))
+        _plans[key] = (list(plan.lowered), list(plan.opaque))
         return b.build()
 
-    template = session.template(("llamaindex-retriever", next(_ids)), build, context=PassContext())
+    template = session.template(key, build, context=PassContext())
+    plan.lowered[:], plan.opaque[:] = _plans[key]
     if not plan.lowered:
         return None
     cls = type(retriever)
