@@ -26,6 +26,12 @@ def plan_fan_out_fan_in(n_calls: int) -> list[int]:
     return [1, n_calls - 2, 1] if n_calls > 2 else [1] * n_calls
 
 
+def _zipf(queries: int, **options: Any) -> Any:
+    from .workload import build_zipf_workload
+
+    return build_zipf_workload(queries, **options)
+
+
 @dataclass(frozen=True)
 class ExampleSpec:
     name: str
@@ -36,6 +42,7 @@ class ExampleSpec:
     embed_batch: int = 0  # queries embedded together on the critical path
     rerank_pairs: int = 0  # fewest (query, chunk) pairs cross-encoded together on the critical path
     app_options: dict[str, Any] = field(default_factory=dict)  # extra build_app keywords
+    workload: Callable[..., Any] | None = None  # (queries, max_chars=, seed=) -> Workload; None: the default
 
     def module(self, framework: str) -> Any:
         if framework not in self.modules:
@@ -89,6 +96,16 @@ EXAMPLES: dict[str, ExampleSpec] = {
     "multi-agent": ExampleSpec(
         "multi-agent", {"langchain": "accel.examples.langchain.multi_agent"},
         "Halo: planner, three expert agents side by side, aggregator", llm_levels=plan_fan_out_fan_in,
+    ),
+    "role-agents": ExampleSpec(
+        "role-agents", {"langchain": "accel.examples.langchain.role_agents"},
+        "Parrot: architect, three coders side by side, reviewer; every prompt opens with one long team charter",
+        llm_levels=plan_fan_out_fan_in,
+    ),
+    "rag-repeats": ExampleSpec(
+        "rag-repeats", {"langchain": "accel.examples.langchain.advanced_rag"},
+        "advanced RAG over 20 documents; questions drawn Zipf (s=1.1, seeded) from 60 distinct ones",
+        embed_batch=3, rerank_pairs=16, workload=_zipf,
     ),
 }
 

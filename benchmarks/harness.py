@@ -80,7 +80,11 @@ class Indexed:
 def index_workload(config: BenchConfig, stack: Any, progress: Progress = lambda _: None) -> Indexed:
     """Build the workload and index its documents (`stack` needs `pg_dsn` and `embed_model`)."""
     config.check()
-    workload = build_workload(config.queries, modules=config.modules, max_chars=config.max_chars, seed=config.seed)
+    spec = example(config.example)
+    if spec.workload is not None:  # an example with a workload of its own (repeated questions)
+        workload = spec.workload(config.queries, max_chars=config.max_chars, seed=config.seed)
+    else:
+        workload = build_workload(config.queries, modules=config.modules, max_chars=config.max_chars, seed=config.seed)
     progress(f"indexing {len(workload.documents)} documents")
     module = example(config.example).module(config.framework)
     collection = f"bench_{config.example.replace('-', '_')}_{uuid.uuid4().hex[:8]}"

@@ -92,3 +92,33 @@ def poisson_arrivals(n: int, rate: float, seed: int = 0) -> list[float]:
         out.append(now)
         now += rng.expovariate(rate)
     return out
+
+
+ZIPF_MODULES: tuple[str, ...] = DEFAULT_MODULES + (
+    "string", "random", "copy", "difflib", "operator", "contextlib", "calendar", "base64",
+)
+"""20 documents for the repeated-questions workload."""
+
+
+def zipf_ranks(n: int, distinct: int, s: float, seed: int) -> list[int]:
+    """`n` draws from ranks 0..distinct-1 with P(rank k) proportional to 1 / (k + 1)^s."""
+    rng = random.Random(seed)
+    weights = [1.0 / (k + 1) ** s for k in range(distinct)]
+    return rng.choices(range(distinct), weights=weights, k=n)
+
+
+def build_zipf_workload(
+    n_queries: int = 200,
+    *,
+    distinct: int = 60,
+    modules: tuple[str, ...] = ZIPF_MODULES,
+    max_chars: int = 4000,
+    s: float = 1.1,
+    seed: int = 0,
+) -> Workload:
+    """Real traffic repeats itself: `n_queries` questions drawn Zipf(s) from `distinct`
+    questions over the documents of `modules` (20 by default), seeded. The distinct questions
+    are the round-robin ones of `build_workload`, so they spread over every document."""
+    base = build_workload(distinct, modules=modules, max_chars=max_chars, seed=seed)
+    questions = [base.questions[k] for k in zipf_ranks(n_queries, distinct, s, seed)]
+    return Workload(base.documents, questions, seed=seed)

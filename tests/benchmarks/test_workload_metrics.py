@@ -81,3 +81,18 @@ def test_equality_reference_is_stock_sequential_else_stock_batch() -> None:
     assert equality_reference({"stock-sequential": sequential, "stock-concurrent": concurrent}) is sequential
     assert equality_reference({"stock-concurrent": concurrent, "accel-topology": sequential}) is concurrent
     assert equality_reference({"accel-topology": sequential}) is None
+
+
+def test_zipf_workload_repeats_questions_over_twenty_documents() -> None:
+    from collections import Counter
+
+    from accel.benchmarks.workload import build_workload, build_zipf_workload
+
+    first = build_zipf_workload(200, seed=0)
+    assert first.questions == build_zipf_workload(200, seed=0).questions  # seeded
+    assert len(first.questions) == 200 and len(first.documents) == 20
+    distinct = set(build_workload(60, modules=tuple(d["metadata"]["module"] for d in first.documents), seed=0).questions)
+    counts = Counter(first.questions)
+    assert set(counts) <= distinct and len(counts) < 60  # drawn from the 60, repeats included
+    ranked = [n for _, n in counts.most_common()]
+    assert ranked[0] > 5 * ranked[len(ranked) // 2]  # a heavy head: Zipf, not uniform

@@ -26,6 +26,7 @@ CASES = [  # example, framework, LLM calls per query (None: depends on how the c
     ("map-reduce-summary", "langchain", 9),
     ("chain-summary", "langchain", 8),
     ("multi-agent", "langchain", 5),
+    ("role-agents", "langchain", 5),
 ]
 
 
