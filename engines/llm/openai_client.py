@@ -25,6 +25,11 @@ _UNREACHABLE_REMEDY = "start the local stack with `accel up`, or point ACCEL_OPE
 _CONTEXT_MARKERS = ("maximum context length", "max_model_len", "context length")
 
 
+CONNECT_TIMEOUT_S = 3.0
+"""A server that has not accepted a connection in 3 s is down or wedged: fail the request then
+(typed, EngineUnavailable) rather than after 10 s; a refused connection fails at once anyway."""
+_ENGINE_DEAD_MARKERS = ("EngineCore encountered an issue", "EngineDeadError", "engine is dead")
+
 _BLOCK_SIZE = re.compile(r'vllm:cache_config_info\{[^}]*\bblock_size="(\d+)"')
 
 
@@ -38,12 +43,14 @@ class OpenAIServerEngine(LLMEngine):
 
     name = "vllm-openai"
 
-    def __init__(self, base_url: str, model: str, api_key: str = "EMPTY", *, timeout_s: float = 600.0) -> None:
+    def __init__(self, base_url: str, model: str, api_key: str = "EMPTY", *, timeout_s: float = 600.0,
+                 connect_timeout_s: float = CONNECT_TIMEOUT_S) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.max_model_len = 0
         self._api_key = api_key
         self._timeout_s = timeout_s
+        self._connect_timeout_s = connect_timeout_s
         self._client: httpx.AsyncClient | None = None
         self._streams: dict[str, httpx.Response] = {}
         self._aborted: set[str] = set()
@@ -58,7 +65,7 @@ class OpenAIServerEngine(LLMEngine):
         if self._client is None:
             self._client = httpx.AsyncClient(
                 headers={"Authorization": f"Bearer {self._api_key}"},
-                timeout=httpx.Timeout(self._timeout_s, connect=10.0),
+                timeout=httpx.Timeout(self._timeout_s, connect=self._connect_timeout_s),
                 limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
             )
         info = await self._post_json(f"{self._server_root}/tokenize", {"model": self.model, "prompt": ""})
@@ -182,6 +189,9 @@ class OpenAIServerEngine(LLMEngine):
                 raise asyncio.CancelledError(f"request {request_id} was aborted") from err
             raise EngineDied(self.name, f"the server dropped the stream ({type(err).__name__}: {err})",
                              "check that the server is still running and read its log") from err
+        except httpx.TimeoutException as err:  # read/write/pool: the server stopped answering
+            raise EngineDied(self.name, f"no answer from {self.base_url} ({type(err).__name__})",
+                             "check that the server is still running and read its log") from err
         finally:
             self._streams.pop(request_id, None)
             self._aborted.discard(request_id)
@@ -240,6 +250,9 @@ class OpenAIServerEngine(LLMEngine):
             response = await client.post(url, json=body)
         except (httpx.ConnectError, httpx.ConnectTimeout) as err:
             raise EngineUnavailable(self.name, f"cannot reach {self.base_url} ({err})", _UNREACHABLE_REMEDY) from err
+        except httpx.TransportError as err:
+            raise EngineDied(self.name, f"{url} failed ({type(err).__name__}: {err})",
+                             "check that the server is still running and read its log") from err
         if response.status_code >= 400:
             raise self._http_error(response)
         return response.json()
@@ -268,8 +281,11 @@ async def _events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
         event = json.loads(data)
         if "error" in event:  # vLLM reports mid-stream failures as an error event
             error = event["error"]
-            raise EngineError("vllm-openai", f"server error mid-stream: {error.get('message', error)}",
-                              "read the server log")
+            message = str(error.get("message", error) if isinstance(error, dict) else error)
+            if any(marker in message for marker in _ENGINE_DEAD_MARKERS):  # the server's engine process died
+                raise EngineDied("vllm-openai", f"the server's engine died mid-stream: {message}",
+                                 "restart the server (`accel up` restarts the one it started) and read its log")
+            raise EngineError("vllm-openai", f"server error mid-stream: {message}", "read the server log")
         yield event
 
 

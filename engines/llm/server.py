@@ -116,7 +116,9 @@ async def launch_server(
     server = _spawn(command, env, log_path)
     handle = ServerHandle(f"http://{host}:{port}/v1", name, server.pid, log_path, (server,))
     try:
-        await asyncio.wait_for(_follow_until_ready(server.stdout), ready_timeout_s)
+        async with asyncio.timeout(ready_timeout_s):
+            await _follow_until_ready(server.stdout)
+            await _until_listening(host, port, server)
     except TimeoutError:
         await handle.stop()
         raise EngineError(_ENGINE, f"server not ready after {ready_timeout_s:.0f}s; log: {log_path}",
@@ -163,6 +165,27 @@ async def _follow_until_ready(stream) -> None:
         raise EOFError
     finally:
         transport.close()  # tee -p keeps writing the log file after we stop reading
+
+
+async def _until_listening(host: str, port: int, server: subprocess.Popen, first_wait_s: float = 0.01,
+                           last_wait_s: float = 0.5) -> None:
+    """vLLM binds its socket before its ready line and listens only after it (uvicorn's
+    `create_server` on the bound socket), so a request sent at once can be refused; found when a
+    server restarted on its recorded port refused the first request. Nothing announces the
+    listen, so this tries to connect with a doubling wait; the caller's timeout bounds it."""
+    wait = first_wait_s
+    while True:
+        try:
+            _, writer = await asyncio.open_connection(host, port)
+        except ConnectionRefusedError:
+            if server.poll() is not None:
+                raise EOFError from None  # it exited after its ready line
+            await asyncio.sleep(wait)
+            wait = min(wait * 2, last_wait_s)
+            continue
+        writer.close()
+        await writer.wait_closed()
+        return
 
 
 def log_tail(log_path: Path, lines: int = 30) -> str:
