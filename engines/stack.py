@@ -34,6 +34,13 @@ class StackInfo:
     def to_json(self) -> dict:
         return asdict(self)
 
+    def shown(self) -> dict:
+        """`to_json()` fit for printing: the DSN's password, if any, replaced by `***` (the
+        state file keeps the real DSN; scripts read it from there)."""
+        from .vectordb.failures import redact_dsn
+
+        return {**self.to_json(), "pg_dsn": redact_dsn(self.pg_dsn)}
+
 
 def _quiet(_: str) -> None:
     pass
@@ -54,11 +61,17 @@ def resolve_models(cfg: Settings, report: Report = _quiet) -> tuple[str, str, st
 
 
 def read_state(cfg: Settings | None = None) -> StackInfo | None:
+    """What `up` recorded, or None; a state file that is not `up`'s JSON is a typed error."""
     cfg = cfg or current_settings()
     try:
         return StackInfo(**json.loads(cfg.stack_state.read_text()))
     except FileNotFoundError:
         return None
+    except (ValueError, TypeError, UnicodeDecodeError) as exc:  # bad JSON, unknown or missing keys
+        raise EngineError(
+            "stack", f"the state file {cfg.stack_state} is not what `accel up` writes ({type(exc).__name__}: {exc})",
+            f"stop what it started by hand if anything runs (see `accel doctor`), then delete {cfg.stack_state}",
+        ) from exc
 
 
 def pid_alive(pid: int | None) -> bool:

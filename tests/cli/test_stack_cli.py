@@ -140,3 +140,11 @@ def test_up_restarts_what_stopped_on_the_recorded_addresses(stack_env):
         down = _run(["down"], env)
     assert down.returncode == 0, down.stderr[-3000:]
     assert all(group_members(pgid) == [] for pgid in groups), "a server process leaked"
+
+
+@pytest.mark.parametrize("content", ["{not json", '{"who": 1}', "\x00\x01"])
+def test_a_corrupt_state_file_is_a_typed_error(stack_env, tmp_path, content):
+    (tmp_path / "stack.json").write_text(content)
+    down = _run(["down"], dict(stack_env, ACCEL_HOME=str(tmp_path)))
+    assert down.returncode == 1
+    assert "stack.json" in down.stderr and "Remedy:" in down.stderr and "Traceback" not in down.stderr
