@@ -70,6 +70,10 @@ def test_doctor_json_is_one_document_and_loads_models_quietly(home_env: dict[str
     assert not report["engines"]["llm"]["ok"]
     assert not any(bar in result.stderr for bar in BARS), result.stderr[-2000:]
 
+    verbose = _run(["doctor", "--json", "--verbose"], home_env)  # the libraries' own output is back
+    assert _one_document(verbose.stdout)["engines"].keys() == report["engines"].keys()
+    assert "Loading weights" in verbose.stderr
+
 
 @pytest.mark.engines
 def test_up_and_profile_json_are_one_document_each(engines_env: dict[str, str]) -> None:
