@@ -33,15 +33,15 @@ def up(as_json: bool = JSON_FLAG, verbose: bool = quiet.VERBOSE) -> None:
     with Steps(console) as steps:
         info = asyncio.run(stack.up(report=steps.step))
     if as_json:
-        print_json(info.to_json())
+        print_json(info.shown())  # a DSN's password is never printed
         return
     table = Table(title="accel local stack", show_header=False)
-    for key, value in info.to_json().items():
+    for key, value in info.shown().items():
         if value is not None:
             table.add_row(key, str(value))
     out.print(table)
     out.print(f"LangChain: ChatOpenAI(base_url='{info.openai_base_url}', model='{info.model}', api_key='EMPTY')")
-    out.print(f"Postgres:  psycopg.connect('{info.pg_dsn}')")
+    out.print(f"Postgres:  psycopg.connect('{info.shown()['pg_dsn']}')")
     out.print("Stop it with `accel down`.")
 
 

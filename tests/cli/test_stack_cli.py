@@ -148,3 +148,14 @@ def test_a_corrupt_state_file_is_a_typed_error(stack_env, tmp_path, content):
     down = _run(["down"], dict(stack_env, ACCEL_HOME=str(tmp_path)))
     assert down.returncode == 1
     assert "stack.json" in down.stderr and "Remedy:" in down.stderr and "Traceback" not in down.stderr
+
+
+def test_up_never_prints_a_dsn_password(stack_env, tmp_path):
+    """With ACCEL_PG_DSN and ACCEL_OPENAI_BASE_URL set, `up` starts nothing and records them."""
+    env = dict(stack_env, ACCEL_HOME=str(tmp_path), ACCEL_PG_DSN="postgresql://u:s3cret@127.0.0.1:1/db",
+               ACCEL_OPENAI_BASE_URL="http://127.0.0.1:1/v1")
+    for args in (["up", "--json"], ["up"]):
+        up = _run(args, env)
+        assert up.returncode == 0, up.stderr[-2000:]
+        assert "s3cret" not in up.stdout + up.stderr and "u:***@" in up.stdout
+    assert "s3cret" in (tmp_path / "stack.json").read_text()  # scripts read the real DSN from the state file
