@@ -25,6 +25,8 @@ from rich.text import Text
 from . import quiet
 from .steps import Steps
 
+DONE_BEFORE_UP = ("resolving the", "starting embedded Postgres", "using Postgres")
+
 
 @contextmanager
 def _engines(steps: Steps, config: Any, private_size: str) -> Iterator[tuple[Any, Any]]:
@@ -49,9 +51,13 @@ def _engines(steps: Steps, config: Any, private_size: str) -> Iterator[tuple[Any
     steps.step("starting Postgres + pgvector")
     partial = StackConfig("", "", resolve_dsn(start=True), embed, rerank)
 
+    def report(msg: str) -> None:
+        if not msg.startswith(DONE_BEFORE_UP):  # `up` repeats these; here they are already done
+            steps.step(msg, lane="stack")
+
     def up() -> Any:
         try:
-            info = asyncio.run(local.up(report=lambda msg: steps.step(msg, lane="stack")))
+            info = asyncio.run(local.up(report=report))
         except BaseException:
             steps.end("stack", failed=True)
             raise
@@ -61,6 +67,7 @@ def _engines(steps: Steps, config: Any, private_size: str) -> Iterator[tuple[Any
     with ThreadPoolExecutor(1, thread_name_prefix="accel-up") as pool:
         started = pool.submit(up)
         indexed = index_workload(config, partial, steps.step)
+        steps.end()
         info = started.result()
     stack = StackConfig(info.openai_base_url, info.model, info.pg_dsn, info.embed_model, info.rerank_model)
     if (info.pg_dsn, info.embed_model) != (partial.pg_dsn, partial.embed_model):  # a stack up before with other settings
