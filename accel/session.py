@@ -279,7 +279,9 @@ def _retrieve(task: asyncio.Task[None]) -> None:
 
 
 def _engines_of(template: Any) -> set[str]:
-    return {node.engine for node in template.nodes if node.is_engine and node.engine}
+    from accel.ir.expand import engines_of
+
+    return engines_of(template.nodes)
 
 
 # ---- the process-wide sessions -------------------------------------------------------------

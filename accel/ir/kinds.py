@@ -18,6 +18,7 @@ class Kind(enum.StrEnum):
     DECODE = "Decode"
     PARTIAL_DECODE = "PartialDecode"
     CONDITION = "Condition"
+    EXPAND = "Expand"  # runs a sub-template picked at run time (accel.ir.expand)
     AGGREGATE = "Aggregate"
     CALL = "Call"
     INPUT = "Input"

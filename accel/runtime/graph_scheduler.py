@@ -48,8 +48,12 @@ class QueryRun:
         parent: otel_context.Context | None,
         priority: int = 0,
         on_delta: Callable[[str], None] | None = None,
+        plan_of: Callable[[Any], Plan] | None = None,
+        depth_offset: int = 0,
     ) -> None:
         self.plan = plan
+        self.plan_of = plan_of
+        self.depth_offset = depth_offset
         self.template = plan.template
         self.instance = instance
         self.query_id = instance.query_id
@@ -147,6 +151,8 @@ class QueryRun:
             values = self._resolve(i)
             if i == self.tap:
                 value = await self._tapped(i, node, values, span)
+            elif mode is Mode.EXPAND:
+                value = await self._expand(i, node, values)
             elif mode is Mode.STREAM:
                 value = await self._stream(i, node, values, span)
             elif mode is Mode.MICRO:
@@ -173,10 +179,24 @@ class QueryRun:
         results = await self._submit(i, node, await _maybe(op.requests(values)), span)
         return op.output(values, results)
 
+    def _depth(self, i: int) -> int:
+        """Node i's depth for topology-aware batching (below its Expand node in a sub-run)."""
+        return self.template.depth[i] + self.depth_offset
+
+    async def _expand(self, i: int, node: Node, values: dict[str, Any]) -> Any:
+        """Run the sub-template the Expand op picks, as part of this query: same id, engines,
+        trace, priority and cancellation (its tasks live inside this node's task)."""
+        if self.plan_of is None:
+            raise RuntimeError(f"{node.name}: an Expand node needs a runtime that plans sub-templates")
+        template, inputs = await node.op.expand(values)
+        sub = QueryRun(self.plan_of(template), template.instantiate(inputs, self.query_id), self.schedulers, self.executor,
+                       self.tracer, self.parent, self.priority, None, self.plan_of, self._depth(i))
+        return await sub.run()
+
     async def _submit(self, i: int, node: Node, requests: list[Any], span: trace.Span) -> list[Any]:
         if not requests:
             return []
-        task = EngineTask(self.query_id, node.name, self.template.depth[i], list(requests), priority=self.priority)
+        task = EngineTask(self.query_id, node.name, self._depth(i), list(requests), priority=self.priority)
         results = await self.schedulers[node.engine].submit(task)
         wait = None if task.dispatched_at is None else task.dispatched_at - task.arrival
         record_engine_call(span, batch_sizes=task.batch_sizes, queue_wait_s=wait, requests=len(requests))
@@ -187,7 +207,7 @@ class QueryRun:
         """PartialDecode: stream the LLM request, forward each parsed item as it completes."""
         out = self.streams[i]
         requests = list(await _maybe(node.op.requests(values)))
-        task = EngineTask(self.query_id, node.name, self.template.depth[i], requests, priority=self.priority)
+        task = EngineTask(self.query_id, node.name, self._depth(i), requests, priority=self.priority)
         final: list[Any] = []
 
         async def chunks():
@@ -211,7 +231,7 @@ class QueryRun:
         """The decode whose text is the query's output: its one request is streamed (same
         admission as `submit`) and every text delta goes to `on_delta` as it arrives."""
         requests = list(await _maybe(node.op.requests(values)))
-        task = EngineTask(self.query_id, node.name, self.template.depth[i], requests, priority=self.priority)
+        task = EngineTask(self.query_id, node.name, self._depth(i), requests, priority=self.priority)
         final = None
         async with aclosing(self.schedulers[node.engine].stream(task)) as chunks:
             async for chunk in chunks:

@@ -12,6 +12,7 @@ import enum
 import inspect
 from dataclasses import dataclass
 
+from accel.ir.expand import engines_of
 from accel.ir.kinds import Kind
 from accel.ir.node import Node
 from accel.ir.template import Template
@@ -24,6 +25,7 @@ class Mode(enum.Enum):
     ENGINE = "engine"  # requests to the node's engine scheduler
     STREAM = "stream"  # one LLM request streamed and parsed into items (PartialDecode)
     MICRO = "micro"  # itemwise engine node run in micro-batch slices, each slice an item
+    EXPAND = "expand"  # runs a sub-template picked at run time inside the query
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,8 @@ class Plan:
 def _base_mode(node: Node) -> Mode:
     if node.kind is Kind.INPUT:
         return Mode.INPUT
+    if node.kind is Kind.EXPAND:
+        return Mode.EXPAND
     if node.is_engine:
         if node.streams and hasattr(node.op, "stream"):
             return Mode.STREAM
@@ -80,7 +84,7 @@ def build_plan(template: Template) -> Plan:
         pending=tuple(pending),
         readers=tuple(len(s) for s in template.data_succs),
         produces_stream=tuple(produces),
-        engines=frozenset(n.engine for n in nodes if n.is_engine and n.engine),
+        engines=frozenset(engines_of(nodes)),
         roots=tuple(i for i, count in enumerate(pending) if count == 0),
         output=output,
         text_source=_text_source(template, modes, mapped, output),

@@ -130,5 +130,5 @@ class Runtime:
         with query_span(tracer, query_id, policy=self.policy, nodes=len(template)) as parent:
             # Unrecorded query (no SDK, sampled out): skip primitive spans, they cost µs each.
             node_tracer = tracer if trace.get_current_span().is_recording() else None
-            query = QueryRun(plan, instance, self.schedulers, self._executor, node_tracer, parent, priority, on_delta)
+            query = QueryRun(plan, instance, self.schedulers, self._executor, node_tracer, parent, priority, on_delta, self.plan)
             return await query.run()

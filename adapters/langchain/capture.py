@@ -24,9 +24,10 @@ from typing import Any
 
 from accel.adapters.langchain import parsers
 from accel.adapters.langchain.models import ModelBinding, bind_model
-from accel.adapters.langchain.ops import ChatResult, FnOp, InvokeOp, assign_merge
+from accel.adapters.langchain.ops import BranchOp, ChatResult, FnOp, InvokeOp, assign_merge
 from accel.adapters.langchain.prompts import prompt_shape, prompt_variables
 from accel.ir import GraphBuilder, Kind, Ref
+from accel.ir.expand import has_engine_work
 from accel.ir.graph import Graph
 from accel.ir.ops import DecodeOp, GatherOp, PromptOp
 
@@ -56,6 +57,7 @@ class Capture:
     _engine_work: dict[int, bool] = field(default_factory=dict)
     _trials: dict[int, list[Step]] = field(default_factory=dict)
     _tags: dict[int, str] = field(default_factory=dict)
+    disabled_passes: tuple[str, ...] = ()
     first_step: Any = None
     first_opaque: bool = False
     own_batch: list[str] = field(default_factory=list)
@@ -101,11 +103,27 @@ class Capture:
         key = id(runnable)
         if key not in self._engine_work:
             self._engine_work[key] = True  # while the trial lowers it, descend into it
-            trial = Capture(self.session, _engine_work=self._engine_work, _trials=self._trials)
+            trial = self.child()
             trial.lower(runnable, trial.input)
-            self._engine_work[key] = any(node.is_engine for node in trial.builder.graph.nodes())
+            self._engine_work[key] = has_engine_work(trial.builder.graph)
             self._trials[key] = trial.report
         return self._engine_work[key]
+
+    def child(self) -> Capture:
+        """A capture for a part lowered on its own (a trial, a branch's sub-template)."""
+        return Capture(self.session, _engine_work=self._engine_work, _trials=self._trials, disabled_passes=self.disabled_passes)
+
+    def sub_template(self, runnable: Any, label: str) -> Any:
+        """`runnable` lowered into a template of its own (same graph inputs), optimised by the
+        passes: what an Expand node runs. Its report lines, engines and models join ours."""
+        sub = self.child()
+        graph = sub.build(sub.lower(runnable, sub.input))
+        self.report += [Step(f"{label}: {step.component}", step.lowered, step.detail) for step in sub.report]
+        self.llm_engines |= sub.llm_engines
+        self.models += sub.models
+        self.own_batch += sub.own_batch
+        return self.session.template(("langchain-sub", next(_sub_ids)), lambda: graph, context=pass_context(self.session, sub.llm_engines),
+                                     disabled_passes=self.disabled_passes)
 
     def inside(self, runnable: Any) -> list[Step]:
         """What became of the components inside `runnable` when it was tried (explain())."""
@@ -144,11 +162,11 @@ class Capture:
     def lower(self, runnable: Any, x: Ref) -> Ref:
         from langchain_core.language_models import BaseLanguageModel
         from langchain_core.retrievers import BaseRetriever
-        from langchain_core.runnables import RunnableBinding, RunnableLambda, RunnableParallel, RunnablePassthrough, RunnableSequence
+        from langchain_core.runnables import RunnableBinding, RunnableBranch, RunnableLambda, RunnableParallel, RunnablePassthrough, RunnableSequence
         from langchain_core.runnables.passthrough import RunnableAssign, RunnablePick
 
         try:
-            composite = isinstance(runnable, RunnableSequence) or type(runnable) in (RunnableParallel, RunnableAssign)
+            composite = isinstance(runnable, RunnableSequence) or type(runnable) in (RunnableParallel, RunnableAssign, RunnableBranch)
             if composite and not self.has_engine_work(runnable):
                 raise Opaque("no engine work inside: runs as-is, with its own run tree")
             if isinstance(runnable, RunnableSequence):
@@ -159,6 +177,8 @@ class Capture:
                 return self.assign(runnable, x)
             if type(runnable) is RunnablePick:
                 return self.pick(runnable, x)
+            if type(runnable) is RunnableBranch:
+                return self.branch(runnable, x)
             if type(runnable) is RunnablePassthrough and runnable.func is None and runnable.afunc is None:
                 return x
             if type(runnable) is RunnableBinding:
@@ -200,6 +220,16 @@ class Capture:
         if x.node in self._dicts:
             self._dicts[out.node] = {**self._dicts[x.node], **self._dicts[mapped.node]}
         return out
+
+    def branch(self, runnable: Any, x: Ref) -> Ref:
+        """RunnableBranch -> an Expand node: conditions run as-is, only the taken branch runs."""
+        conditions = tuple(condition for condition, _ in runnable.branches)
+        targets = [branch for _, branch in runnable.branches] + [runnable.default]
+        labels = [f"branch {i + 1}" for i in range(len(conditions))] + ["default"]
+        templates = tuple(self.sub_template(target, label) for target, label in zip(targets, labels, strict=True))
+        self.note(runnable, True, f"Expand: {len(conditions)} condition(s) run as-is, then only the taken branch")
+        inputs = {"value": x, "config": self.config, "run": self.run, "caller": self.caller}
+        return self.add(Kind.EXPAND, "branch", inputs=inputs, op=BranchOp(conditions, templates))
 
     def pick(self, runnable: Any, x: Ref) -> Ref:
         known = self._dicts.get(x.node, {})
@@ -287,6 +317,20 @@ class Capture:
     def build(self, out: Ref) -> Graph:
         self.builder.output(out)
         return self.builder.build()
+
+
+_sub_ids = itertools.count()
+
+
+def pass_context(session: Any, llm_engines: set[str]) -> Any:
+    """What the passes may know of the engines: one LLM engine's tokenizer, chat template and
+    block size (read from the running engine at run time)."""
+    from accel.passes import PassContext
+
+    if len(llm_engines) != 1:
+        return PassContext()
+    engine = session.get_engine(next(iter(llm_engines)))
+    return PassContext(tokenize=engine.tokenize, render_chat=engine.render_chat, block_size=lambda: engine.block_size)
 
 
 TRACING_ONLY = frozenset({"tags", "metadata", "run_name"})

@@ -28,28 +28,53 @@ class InvokeOp:
     first: bool = False
 
     async def compute(self, values: dict[str, Any]) -> Any:
-        from langchain_core.runnables.config import patch_config, set_config_context
-
-        config = patch_config(values["config"], callbacks=values["run"].get_child(self.tag))
         kwargs = values["kwargs"] if self.first else {}
-        caller = values["caller"]
+        return await run_as_stock(self.runnable, values["value"], values, self.tag, kwargs)
 
-        if caller is not None and caller.asynchronous:
-            async def step() -> Any:
-                with set_config_context(config) as context:
-                    return await asyncio.create_task(self.runnable.ainvoke(values["value"], config, **kwargs), context=context)
 
-            return await caller.acall(step)
+async def run_as_stock(runnable: Any, value: Any, values: dict[str, Any], tag: str | None, kwargs: dict[str, Any]) -> Any:
+    """`runnable` on `value` as a stock sequence runs a step: `ainvoke` on the caller's loop for
+    async callers, `invoke` on the caller's thread otherwise, a child of the query's run
+    (`values["run"]`, tagged `tag`) with its config as the current one (`set_config_context`)."""
+    from langchain_core.runnables.config import patch_config, set_config_context
 
-        def call() -> Any:
+    config = patch_config(values["config"], callbacks=values["run"].get_child(tag))
+    caller = values["caller"]
+    if caller is not None and caller.asynchronous:
+        async def step() -> Any:
             with set_config_context(config) as context:
-                return context.run(self.runnable.invoke, values["value"], config, **kwargs)
+                return await asyncio.create_task(runnable.ainvoke(value, config, **kwargs), context=context)
 
-        if caller is None:  # a query started without a caller (accel's own runs, benchmarks)
-            from accel.caller import user_code_pool
+        return await caller.acall(step)
 
-            return await asyncio.get_running_loop().run_in_executor(user_code_pool(), contextvars.copy_context().run, call)
-        return await caller.call(call)
+    def call() -> Any:
+        with set_config_context(config) as context:
+            return context.run(runnable.invoke, value, config, **kwargs)
+
+    if caller is None:  # a query started without a caller (accel's own runs, benchmarks)
+        from accel.caller import user_code_pool
+
+        return await asyncio.get_running_loop().run_in_executor(user_code_pool(), contextvars.copy_context().run, call)
+    return await caller.call(call)
+
+
+@dataclass(frozen=True)
+class BranchOp:
+    """RunnableBranch (an Expand node): its conditions run as-is, in order, until one is true;
+    the matching branch's sub-template (the default's when none is) runs inside the query, as
+    stock runs only the taken branch. Runs are tagged `condition:N` as stock tags them."""
+
+    conditions: tuple[Any, ...]
+    templates: tuple[Any, ...]  # one per condition, then the default's
+
+    async def expand(self, values: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        taken = len(self.conditions)
+        for i, condition in enumerate(self.conditions):
+            if await run_as_stock(condition, values["value"], values, f"condition:{i + 1}", {}):
+                taken = i
+                break
+        inputs = {name: values[name] for name in ("config", "run", "caller")}
+        return self.templates[taken], {"input": values["value"], "kwargs": {}, **inputs}
 
 
 @dataclass(frozen=True)

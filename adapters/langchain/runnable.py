@@ -34,10 +34,11 @@ from langchain_core.runnables.config import patch_config
 
 from accel.adapters.common.errors import stock_llm_error
 from accel.adapters.common.explain import explain_text
-from accel.adapters.langchain.capture import Capture, Step, peel_root
+from accel.adapters.langchain.capture import Capture, Step, pass_context, peel_root
 from accel.adapters.langchain.streaming import Chunks, chat_result
 from accel.caller import LoopCaller, ThreadCaller
 from accel.engines.errors import EngineError
+from accel.ir.expand import has_engine_work
 from accel.runtime.sharing import batch_scope
 from accel.scope import WrappedRun, context_with, stock_call, wrapped_run
 
@@ -61,8 +62,8 @@ class WrappedRunnable(Runnable[Any, Any]):
         self._session = get_session(policy=policy)
         root, self._layers = peel_root(original)
         self._root = root  # what runs once the outer bindings are applied (`_bind`)
-        capture, graph, context = _capture(root, self._session)
-        self.lowered = any(node.is_engine for node in graph.nodes())
+        capture, graph, context = _capture(root, self._session, tuple(disabled_passes))
+        self.lowered = has_engine_work(graph)
         self._steps: list[Step] = capture.report if self.lowered else capture.inside(root) or capture.report
         self._kwargs_route = capture.kwargs_route()
         self._own_batch = capture.own_batch
@@ -393,16 +394,10 @@ def _fallback_event(app: str, err: EngineError) -> None:
     trace.get_current_span().add_event("accel.fallback", {"accel.app": app, "accel.engine": err.engine, "accel.cause": err.cause})
 
 
-def _capture(original: Runnable, session: Any) -> tuple[Capture, Any, Any]:
+def _capture(original: Runnable, session: Any, disabled_passes: tuple[str, ...]) -> tuple[Capture, Any, Any]:
     """Lower the chain: the capture (report, kwargs route), its p-graph and the pass context.
     Components are lowered or opaque (`Opaque`, reported); any other exception is a capture
     bug and surfaces."""
-    from accel.passes import PassContext
-
-    capture = Capture(session)
+    capture = Capture(session, disabled_passes=disabled_passes)
     graph = capture.build(capture.lower_root(original))
-    context = PassContext()
-    if len(capture.llm_engines) == 1:
-        engine = session.get_engine(next(iter(capture.llm_engines)))
-        context = PassContext(tokenize=engine.tokenize, render_chat=engine.render_chat, block_size=lambda: engine.block_size)  # read once the engine runs
-    return capture, graph, context
+    return capture, graph, pass_context(session, capture.llm_engines)

@@ -1,0 +1,46 @@
+"""Dynamic sub-graphs: an Expand node runs one of several sub-templates, picked from values
+known only at run time, inside the same query run.
+
+A query stays one graph run even when its shape is decided while it runs (a `RunnableBranch`'s
+taken branch, a refine loop over a variable number of chunks, a LangGraph super-step): the
+Expand node's op picks a sub-template (each built and optimised by the passes ahead of time)
+and the inputs to bind, and the graph scheduler runs it as part of the query (same query id,
+engine schedulers, trace and cancellation; its depths continue below the Expand node's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Protocol, runtime_checkable
+
+from accel.ir.graph import Graph
+from accel.ir.kinds import Kind
+from accel.ir.node import Node
+from accel.ir.template import Template
+
+
+@runtime_checkable
+class ExpandOp(Protocol):
+    templates: tuple[Template, ...]
+    """Every sub-template the op may pick (their engines are made ready before the query)."""
+
+    async def expand(self, values: dict[str, Any]) -> tuple[Template, dict[str, Any]]:
+        """The sub-template to run for these input values, and its input bindings."""
+
+
+def sub_templates(nodes: Iterable[Node]) -> list[Template]:
+    return [t for node in nodes if node.kind is Kind.EXPAND and isinstance(node.op, ExpandOp) for t in node.op.templates]
+
+
+def engines_of(nodes: Iterable[Node]) -> set[str]:
+    """The engines `nodes` use, those of their Expand nodes' sub-templates included."""
+    nodes = list(nodes)
+    found = {node.engine for node in nodes if node.is_engine and node.engine}
+    for template in sub_templates(nodes):
+        found |= engines_of(template.nodes)
+    return found
+
+
+def has_engine_work(graph: Graph) -> bool:
+    """Whether running `graph` may send work to an engine (directly or in a sub-template)."""
+    return bool(engines_of(graph.nodes()))
