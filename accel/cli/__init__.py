@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from . import models, profile, stack
+from . import graph, models, profile, stack
 
 app = typer.Typer(
     help="accel: drop-in acceleration for LangChain and LlamaIndex apps",
@@ -17,6 +17,7 @@ app.command("down")(stack.down)
 app.command("doctor")(stack.doctor)
 app.command("profile")(profile.profile)
 app.command("demo")(stack.demo)
+app.command("graph")(graph.graph)
 
 
 def _mount_optional() -> None:

@@ -28,3 +28,11 @@ def explain_text(title: str, steps: Iterable[Any], template: Any) -> str:
         engine = f" @{node.engine}" if node.engine else ""
         lines.append(f"  d{node.depth} {node.kind}{engine} {name}" + (f" <- {preds}" if preds else ""))
     return "\n".join(lines)
+
+
+def draw(template: Any, picture: Any) -> Any:
+    """Write the p-graph and the optimised e-graph side by side to `picture` (.png, .svg,
+    .pdf, .mmd, .md or .dot); returns the path written."""
+    from accel.tracer.render import render_before_after
+
+    return render_before_after(template.p_graph or template.graph, template.graph, picture)

@@ -33,7 +33,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import patch_config
 
 from accel.adapters.common.errors import stock_llm_error
-from accel.adapters.common.explain import explain_text
+from accel.adapters.common.explain import draw, explain_text
 from accel.adapters.langchain.capture import Capture, Step, pass_context, peel_root
 from accel.adapters.langchain.streaming import Chunks, chat_result
 from accel.caller import LoopCaller, ThreadCaller
@@ -303,8 +303,11 @@ class WrappedRunnable(Runnable[Any, Any]):
 
     # ---- introspection ------------------------------------------------------------------
 
-    def explain(self) -> str:
-        """The components lowered or left opaque (and why), the passes and the e-graph."""
+    def explain(self, picture: Any = None) -> str:
+        """The components lowered or left opaque (and why), the passes and the e-graph. With
+        `picture` (a path: .png, .svg, .mmd, ...), also draw the p-graph beside the e-graph."""
+        if picture is not None and self.lowered:
+            draw(self._template, picture)
         title = f"accel.wrap({self.name}) [LangChain]"
         counters = [f"  {name}: {n}" for name, n in sorted(self.counters.items())]
         if not self.lowered:
