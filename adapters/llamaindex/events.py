@@ -56,6 +56,8 @@ from llama_index.core.schema import QueryBundle
 from accel.ir import DecodeOp
 
 _ASYNC_TWINS = frozenset({"retrieve", "get_query_embedding", "synthesize", "get_response", "predict", "complete", "chat"})
+_DECORATED = "__dispatcher_span_decorated__"  # a method LlamaIndex traces (DispatcherSpanMixin)
+_ASYNC_VIA_SYNC = frozenset({"HuggingFaceEmbedding"})  # async query embedding = the sync one in a worker thread
 _current: ContextVar[QueryTrace | None] = ContextVar("accel_llamaindex_trace", default=None)
 
 
@@ -92,11 +94,14 @@ class QueryTrace:
         dispatcher = instrument.get_dispatcher(fn.__module__)
         span = Span(f"{type(instance).__name__}.{method}-{uuid.uuid4()}", dispatcher,
                     inspect.signature(fn).bind(*args, **(kwargs or {})), instance)
-        dispatcher.span_enter(id_=span.id, bound_args=span.bound, instance=instance, parent_id=parent,
-                              tags=active_instrument_tags.get())
+        self.open_span(span, parent)
+        return span
+
+    def open_span(self, span: Span, parent: str | None) -> None:
+        span.dispatcher.span_enter(id_=span.id, bound_args=span.bound, instance=span.instance, parent_id=parent,
+                                   tags=active_instrument_tags.get())
         with self._lock:
             self._open[span.id] = span
-        return span
 
     def exit(self, span: Span, result: Any) -> None:
         with self._lock:
@@ -236,12 +241,30 @@ class EmbedHooks:
             span = trace.enter(self.embed_model, "get_query_embedding", (text,), trace.parent(self._parent(text)))
             trace.keep(("embed", self._parent(text)), span)
             trace.event(span, EmbeddingStartEvent, model_dict=self.embed_model.to_payload())
+            self._open_private(trace, span, text)
         return self.make_request(text)
+
+    def _open_private(self, trace: QueryTrace, span: Span, text: str) -> None:
+        """The model's own `_get_query_embedding` span(s) inside `get_query_embedding`, where
+        stock traces them (HuggingFaceEmbedding's async one runs the sync one in a thread)."""
+        cls, parent = type(self.embed_model), span.id
+        names = ["_aget_query_embedding"] if trace.asynchronous else []
+        if not trace.asynchronous or cls.__name__ in _ASYNC_VIA_SYNC:
+            names.append("_get_query_embedding")
+        for name in names:
+            if hasattr(getattr(cls, name, None), _DECORATED):
+                inner = Span(f"{cls.__name__}.{name}-{uuid.uuid4()}", instrument.get_dispatcher(getattr(cls, name).__module__),
+                             inspect.signature(getattr(self.embed_model, name)).bind(text), self.embed_model)
+                trace.open_span(inner, parent)
+                trace.keep(("embed-model", self._parent(text)), inner)
+                parent = inner.id
 
     def result(self, values: dict[str, Any], vectors: list[Any]) -> list[Any]:
         trace = _current.get()
         if trace is not None:
             for text, vector in zip(values[self.port], vectors, strict=True):
+                while (inner := trace.take(("embed-model", self._parent(text)))) is not None:  # innermost first
+                    trace.exit(inner, vector)
                 span = trace.take(("embed", self._parent(text)))
                 if span is not None:
                     trace.event(span, EmbeddingEndEvent, chunks=[text], embeddings=[vector])

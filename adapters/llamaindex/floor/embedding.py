@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from accel.adapters.common.floor import Call, Plugin, arouted, register, routed
+from accel.adapters.llamaindex.floor.spans import keep_span
 
 COMPONENT = "HuggingFaceEmbedding"
 
@@ -47,16 +48,17 @@ def _texts(model: Any, texts: list[str]) -> Call | str:
     return _plan(model, list(texts), "text")
 
 
+MODULE = "llama_index.embeddings.huggingface.base"
 register(Plugin(
     "llamaindex:" + COMPONENT,
-    "llama_index.embeddings.huggingface.base",
+    MODULE,
     "HuggingFaceEmbedding",
     {
-        "_get_query_embedding": routed(COMPONENT, _query),
-        "_get_text_embedding": routed(COMPONENT, _text),
-        "_get_text_embeddings": routed(COMPONENT, _texts),
-        "_aget_query_embedding": arouted(COMPONENT, _query),
-        "_aget_text_embedding": arouted(COMPONENT, _text),
-        "_aget_text_embeddings": arouted(COMPONENT, _texts),
+        "_get_query_embedding": keep_span(MODULE, routed(COMPONENT, _query)),
+        "_get_text_embedding": keep_span(MODULE, routed(COMPONENT, _text)),
+        "_get_text_embeddings": keep_span(MODULE, routed(COMPONENT, _texts)),
+        "_aget_query_embedding": keep_span(MODULE, arouted(COMPONENT, _query)),
+        "_aget_text_embedding": keep_span(MODULE, arouted(COMPONENT, _text)),
+        "_aget_text_embeddings": keep_span(MODULE, arouted(COMPONENT, _texts)),
     },
 ))

@@ -16,6 +16,7 @@ import functools
 from typing import Any
 
 from accel.adapters.common.floor import Plugin, register, route
+from accel.adapters.llamaindex.floor.spans import keep_span
 from accel.engines.errors import EngineError
 
 COMPONENT = "SentenceTransformerRerank"
@@ -65,9 +66,6 @@ def _postprocess(original: Any) -> Any:
     return _postprocess_nodes
 
 
-register(Plugin(
-    "llamaindex:" + COMPONENT,
-    "llama_index.core.postprocessor.sbert_rerank",
-    "SentenceTransformerRerank",
-    {"_postprocess_nodes": _postprocess},
-))
+MODULE = "llama_index.core.postprocessor.sbert_rerank"
+register(Plugin("llamaindex:" + COMPONENT, MODULE, "SentenceTransformerRerank",
+                {"_postprocess_nodes": keep_span(MODULE, _postprocess)}))

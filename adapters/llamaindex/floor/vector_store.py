@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from accel.adapters.common.floor import Call, Plugin, arouted, register, routed
+from accel.adapters.llamaindex.floor.spans import keep_span
 
 COMPONENT = "PGVectorStore"
 
@@ -39,9 +40,10 @@ def _plan(store: Any, query: Any, **kwargs: Any) -> Call | str:
     return Call(binding.engine, [vector], shape=lambda results: hits_to_result(results[0]))
 
 
+MODULE = "llama_index.vector_stores.postgres.base"
 register(Plugin(
     "llamaindex:" + COMPONENT,
-    "llama_index.vector_stores.postgres.base",
+    MODULE,
     "PGVectorStore",
-    {"query": routed(COMPONENT, _plan), "aquery": arouted(COMPONENT, _plan)},
+    {"query": keep_span(MODULE, routed(COMPONENT, _plan)), "aquery": keep_span(MODULE, arouted(COMPONENT, _plan))},
 ))

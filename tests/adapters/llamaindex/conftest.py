@@ -74,6 +74,19 @@ def pg_index(pg_dsn: str, embed_model: Any) -> Any:
     return VectorStoreIndex(text_nodes(), storage_context=storage, embed_model=embed_model)
 
 
+def fresh_pg_index(pg_index: Any, embed_model: Any) -> Any:
+    """`pg_index`'s table behind a new PGVectorStore: its asyncpg engine binds to the first
+    event loop that uses it, so a test running its own loop needs a store of its own."""
+    from llama_index.core import VectorStoreIndex
+    from llama_index.vector_stores.postgres import PGVectorStore
+
+    old = pg_index.vector_store
+    store = PGVectorStore.from_params(connection_string=old.connection_string,
+                                      async_connection_string=old.async_connection_string,
+                                      table_name=old.table_name, embed_dim=384)
+    return VectorStoreIndex.from_vector_store(store, embed_model=embed_model)
+
+
 @pytest.fixture(scope="session")
 def memory_index(embed_model: Any) -> Any:
     from llama_index.core import VectorStoreIndex

@@ -19,7 +19,7 @@ from accel.adapters.common.recording import record_requests
 from accel.scope import WrappedRun, wrapped_run
 from accel.session import get_session
 
-from .conftest import QUESTIONS, llm_bodies
+from .conftest import QUESTIONS, fresh_pg_index, llm_bodies
 
 pytestmark = [pytest.mark.engines]
 
@@ -100,7 +100,7 @@ def test_embedding_query_text_batch_and_async(embed_model: Any, recorder: Any) -
 def test_pgvector_store_query_and_aquery(pg_index: Any, embed_model: Any) -> None:
     from llama_index.core.vector_stores.types import VectorStoreQuery
 
-    store = pg_index.vector_store
+    store = fresh_pg_index(pg_index, embed_model).vector_store
     queries = [VectorStoreQuery(query_embedding=embed_model.get_query_embedding(q), similarity_top_k=3) for q in QUESTIONS]
 
     def calls():
