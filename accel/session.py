@@ -57,6 +57,7 @@ class Session:
         self._ids = itertools.count()
         self._templates: Any = None
         self._attaching: dict[str, asyncio.Task[None]] = {}
+        self._measured: Any = None
         self._closed = False
 
     # ---- lifecycle ----------------------------------------------------------------------
@@ -134,6 +135,21 @@ class Session:
     def get_engine(self, name: str) -> Engine:
         return self._engines[name]
 
+    @property
+    def measured(self) -> Any:
+        """The engines' measured limits (`accel.profiles`), loaded once."""
+        with self._lock:
+            if self._measured is None:
+                from accel import profiles
+
+                self._measured = profiles.load()
+            return self._measured
+
+    def pass_profiles(self) -> Mapping[str, int]:
+        """Max efficient batch sizes per "<engine>/<input class>" for the passes: a live view,
+        so engines bound while a template is built (after its PassContext) are included."""
+        return _LiveProfiles(self)
+
     async def _prepare(self, names: Iterable[str]) -> None:
         """On the loop: make sure each engine has a running scheduler and is started. The work
         is a session-owned task per engine, shielded from the query that first needed it, so
@@ -154,18 +170,10 @@ class Session:
                 raise
 
     async def _attach(self, name: str) -> None:
-        from accel.runtime.engine_scheduler import EngineScheduler
-        from accel.runtime.limits import EngineLimits
-
         engine = self._engines.get(name)
         if engine is None:
             raise EngineUnavailable(name, "the template names an engine this session does not hold", "register it with session.engine(...)")
-        runtime = self._runtime
-        if name not in runtime.schedulers:
-            scheduler = EngineScheduler(name, engine, policy=self.policy, limits=self._limits[name] or EngineLimits())
-            await scheduler.start()
-            runtime.engines[name] = engine
-            runtime.schedulers[name] = scheduler
+        await self._runtime.add_engine(name, engine, self._limits[name])
         await engine.start()
 
     async def scheduler(self, name: str) -> Any:
@@ -270,6 +278,27 @@ class Session:
 
     def in_loop_thread(self) -> bool:
         return self._thread is not None and threading.current_thread() is self._thread
+
+
+class _LiveProfiles(Mapping[str, int]):
+    """`Session.pass_profiles`: read when a pass looks, over the engines held then."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def _now(self) -> dict[str, int]:
+        with self._session._lock:
+            engines = [(name, getattr(engine, "name", name)) for name, engine in self._session._engines.items()]
+        return self._session.measured.for_engines(engines)
+
+    def __getitem__(self, key: str) -> int:
+        return self._now()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._now())
+
+    def __len__(self) -> int:
+        return len(self._now())
 
 
 def _retrieve(task: asyncio.Task[None]) -> None:

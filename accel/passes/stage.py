@@ -1,7 +1,8 @@
 """Pass 2, stage decomposition: split an oversized batchable primitive into micro-batches.
 
-A batchable node whose input exceeds its engine's measured maximum efficient batch size
-(`context.profiles[engine]`; never a constant) is split into micro-batches of that size that
+A batchable node whose input exceeds its engine's measured maximum efficient batch size for
+its input class (`context.profiles["<engine>/<class>"]`, else `[engine]`; never a constant:
+`accel.profiles`) is split into micro-batches of that size that
 pipeline with the downstream batchable nodes, micro-batch by micro-batch, plus an Aggregate.
 Without a batchable consumer there is nothing to overlap, and the node stays whole (its engine
 scheduler caps batch sizes anyway).
@@ -33,7 +34,7 @@ def stage_decompose(graph: Graph, context: PassContext) -> Graph:
         node = g.node(name)
         if not is_elementwise(node) or node.streams or node.map_port or node.attrs.get("micro_batch_of"):
             continue
-        limit = context.profiles.get(node.engine or "")
+        limit = context.profiles.get(f"{node.engine}/{input_class(g, node)}", context.profiles.get(node.engine or ""))
         if limit is None:
             continue
         if limit < 1:
@@ -49,6 +50,18 @@ def stage_decompose(graph: Graph, context: PassContext) -> Graph:
             _explicit_micro_batches(g, node, limit, size)
     g.compute_depths()
     return g
+
+
+def input_class(g: Graph, node: Node) -> str:
+    """What a node's items are, for its engine's per-class profile: rerank pairs, searches,
+    chunk texts (an Embed feeding an Ingest) or query texts (any other Embed)."""
+    if node.kind is Kind.RERANK:
+        return "pairs"
+    if node.kind is Kind.SEARCH:
+        return "search"
+    if node.kind is Kind.EMBED and any(g.node(c).kind is Kind.INGEST for c, _ in g.readers(node.name)):
+        return "chunk"
+    return "query"
 
 
 def _micro_batch_at_run_time(g: Graph, node: Node, limit: int) -> None:

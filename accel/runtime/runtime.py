@@ -70,6 +70,17 @@ class Runtime:
         for scheduler in self.schedulers.values():
             await scheduler.start()
 
+    async def add_engine(self, name: str, engine: Engine, limits: EngineLimits | None = None) -> EngineScheduler:
+        """Serve `engine` under `name` from now on (a started scheduler; idempotent per name).
+        Engines join a running runtime this way as the apps that need them are wrapped."""
+        scheduler = self.schedulers.get(name)
+        if scheduler is None:
+            scheduler = EngineScheduler(name, engine, policy=self.policy, limits=limits or EngineLimits())
+            await scheduler.start()
+            self.engines[name] = engine
+            self.schedulers[name] = scheduler
+        return scheduler
+
     async def stop(self) -> None:
         """Stop the schedulers (failing what is still queued) and release the worker pool."""
         for scheduler in self.schedulers.values():

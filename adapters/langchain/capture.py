@@ -323,14 +323,16 @@ _sub_ids = itertools.count()
 
 
 def pass_context(session: Any, llm_engines: set[str]) -> Any:
-    """What the passes may know of the engines: one LLM engine's tokenizer, chat template and
-    block size (read from the running engine at run time)."""
+    """What the passes may know of the engines: measured batch limits (`accel.profiles`) and
+    one LLM engine's tokenizer, chat template and block size (read from the running engine at
+    run time)."""
     from accel.passes import PassContext
 
+    profiles = session.pass_profiles()
     if len(llm_engines) != 1:
-        return PassContext()
+        return PassContext(profiles=profiles)
     engine = session.get_engine(next(iter(llm_engines)))
-    return PassContext(tokenize=engine.tokenize, render_chat=engine.render_chat, block_size=lambda: engine.block_size)
+    return PassContext(profiles=profiles, tokenize=engine.tokenize, render_chat=engine.render_chat, block_size=lambda: engine.block_size)
 
 
 TRACING_ONLY = frozenset({"tags", "metadata", "run_name"})

@@ -314,7 +314,7 @@ class WrappedRunnable(Runnable[Any, Any]):
             lines = [title, "", "runs as-is: no engine work accel can lower (engine calls inside are still captured)", "",
                      "components:"] + [f"  [opaque ] {s.component}: {s.detail}" for s in self._steps]
             return "\n".join(lines + (["", "counters:", *counters] if counters else []))
-        text = explain_text(title, self._steps, self._template)
+        text = explain_text(title, self._steps, self._template) + f"\n\nengine limits: {self._session.measured.source}"
         return text + ("\n\ncounters:\n" + "\n".join(counters) if counters else "")
 
     @property

@@ -54,7 +54,7 @@ class _Lowered:
             def build() -> Any:
                 return build_ingest_graph(plan, self._session, size, run_prefix)
 
-            found = self._session.template(("llamaindex-ingest", self._wrap_id, key), build, context=PassContext())
+            found = self._session.template(("llamaindex-ingest", self._wrap_id, key), build, context=PassContext(profiles=self._session.pass_profiles()))
             self._templates[key] = found
         return found
 

@@ -105,7 +105,7 @@ def lower_retriever(retriever: Any, session: Any) -> Any | None:
         _plans[key] = (list(plan.lowered), list(plan.opaque))
         return b.build()
 
-    template = session.template(key, build, context=PassContext())
+    template = session.template(key, build, context=PassContext(profiles=session.pass_profiles()))
     plan.lowered[:], plan.opaque[:] = _plans[key]
     if not plan.lowered:
         return None

@@ -68,9 +68,9 @@ class WrappedQueryEngine(BaseQueryEngine):
 
     def _pass_context(self) -> PassContext:
         if self._synthesis is None:
-            return PassContext()
+            return PassContext(profiles=self._session.pass_profiles())
         engine = self._session.get_engine(self._synthesis.engine_name)
-        return PassContext(tokenize=engine.tokenize, render_chat=engine.render_chat, block_size=lambda: engine.block_size)  # read once the engine runs
+        return PassContext(profiles=self._session.pass_profiles(), tokenize=engine.tokenize, render_chat=engine.render_chat, block_size=lambda: engine.block_size)  # read once the engine runs
 
     def _template(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
         found = self._templates.get(key)
