@@ -18,7 +18,7 @@ import httpx
 
 from accel.engines.errors import InvalidRequest
 
-from . import bounds, metrics
+from . import bounds, metrics, prompt_cache
 from .apps import example
 from .drivers import driver_for
 from .runner import MODES, Mode, SystemRun, run_system
@@ -122,11 +122,13 @@ def _compare(config: BenchConfig, stack: Any, progress: Progress, indexed: Index
         arrivals = workload.with_arrivals(rate).arrivals if rate else ()
         for system in systems:
             progress(f"{system.name}" + (f" @ {rate}/s" if rate else ""))
+            tokens = prompt_cache.counts(stack.openai_base_url)
             run = run_system(
                 system, apps, driver, workload.questions, config.mode, arrivals=arrivals, rate=rate,
                 concurrency=config.concurrency, before=lambda: resets.append(reset_prefix_cache(stack.openai_base_url)),
                 time_llm=system.name == STOCK_SEQUENTIAL and config.mode == "single",
             )
+            run.prompt_cache = prompt_cache.delta(tokens, prompt_cache.counts(stack.openai_base_url))
             runs.setdefault(system.name, []).append(run)
             if system.accel:
                 import accel

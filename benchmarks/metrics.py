@@ -75,4 +75,5 @@ def summarize(run: SystemRun, reference: SystemRun | None) -> dict[str, Any]:
         "makespan_s": run.makespan_s,
         "throughput_qps": throughput(run),
         "equal_rate": equal_rate(run, reference),
+        "prompt_cache": run.prompt_cache,
     }

@@ -38,6 +38,7 @@ class SystemRun:
     makespan_s: float | None = None
     setup_error: str | None = None
     llm_calls: list[list[float]] = field(default_factory=list)  # per query, single mode, timed runs
+    prompt_cache: dict[str, Any] | None = None  # the server's prompt / cached tokens during the run
 
     @property
     def ok(self) -> bool:

@@ -96,3 +96,13 @@ def test_zipf_workload_repeats_questions_over_twenty_documents() -> None:
     assert set(counts) <= distinct and len(counts) < 60  # drawn from the 60, repeats included
     ranked = [n for _, n in counts.most_common()]
     assert ranked[0] > 5 * ranked[len(ranked) // 2]  # a heavy head: Zipf, not uniform
+
+
+def test_prompt_cache_delta_is_the_cached_share_of_the_runs_prompt_tokens() -> None:
+    from accel.benchmarks.prompt_cache import _COUNTER, delta
+
+    text = 'vllm:prompt_tokens_total{engine="0",model_name="m"} 1.5e+03\nvllm:prompt_tokens_cached_total{engine="0",model_name="m"} 600.0\n'
+    assert dict(_COUNTER.findall(text)) == {"prompt_tokens_total": "1.5e+03", "prompt_tokens_cached_total": "600.0"}
+    assert delta({"prompt": 1000, "cached": 100}, {"prompt": 1500, "cached": 400}) == {
+        "prompt_tokens": 500, "cached_tokens": 300, "cached_fraction": 0.6}
+    assert delta(None, {"prompt": 1, "cached": 0}) is None
