@@ -30,6 +30,9 @@ class StackInfo:
     server_pid: int | None = None  # the API server process, leader of the server's process group
     server_log: str | None = None
     pg_dir: str | None = None  # set when `up` started the embedded Postgres
+    replica_urls: list[str] | None = None  # `up --replicas N`: every vLLM server, the first one first
+    replica_pids: list[int] | None = None  # their API server processes (the first one's is server_pid)
+    ray_address: str | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -85,13 +88,19 @@ def pid_alive(pid: int | None) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-async def up(cfg: Settings | None = None, *, report: Report = _quiet, max_model_len: int | None = None) -> StackInfo:
+async def up(cfg: Settings | None = None, *, report: Report = _quiet, max_model_len: int | None = None,
+             replicas: int = 1) -> StackInfo:
     """Start what is not running yet and return how to reach it. Idempotent; after a crash
     it restarts only what stopped, on the recorded port and socket, so chains built on the
-    recorded URLs work again without being rebuilt."""
+    recorded URLs work again without being rebuilt. `replicas > 1` starts that many vLLM
+    servers (wrapped apps use them all, `scaleout.py`) and records a local Ray for the
+    embedder and reranker replicas."""
     cfg = cfg or current_settings()
     state = read_state(cfg)
     if state is not None:
+        recorded = len(state.replica_urls or [state.openai_base_url])
+        if replicas > 1 and recorded != replicas:
+            report(f"the stack runs {recorded} vLLM replicas; `accel down` first to change that")
         return await _revive(state, cfg, report, max_model_len)
 
     llm, embed, rerank = resolve_models(cfg, report)
@@ -117,6 +126,17 @@ async def up(cfg: Settings | None = None, *, report: Report = _quiet, max_model_
         base_url, served, pid, log = handle.base_url, handle.model, handle.pid, str(handle.log_path)
 
     info = StackInfo(base_url, served, dsn, embed, rerank, server_pid=pid, server_log=log, pg_dir=pg_dir)
+    if replicas > 1 and pid is not None:
+        urls, pids = [base_url], [pid]
+        try:
+            for index in range(1, replicas):
+                extra = await _launch(cfg, llm, report, max_model_len=max_model_len, served_model_name=served, index=index)
+                urls.append(extra.base_url)
+                pids.append(extra.pid)
+        except BaseException:
+            _write_state(cfg, replace(info, replica_urls=urls, replica_pids=pids))  # so `accel down` stops them
+            raise
+        info = replace(info, replica_urls=urls, replica_pids=pids, ray_address="local")
     _write_state(cfg, info)
     return info
 
@@ -142,7 +162,19 @@ async def _revive(state: StackInfo, cfg: Settings, report: Report, max_model_len
         port = _recorded_port(state.openai_base_url)
         handle = await _launch(cfg, llm, report, max_model_len=max_model_len, port=port, served_model_name=state.model)
         state = replace(state, server_pid=handle.pid, server_log=str(handle.log_path))
+        if state.replica_pids:
+            state.replica_pids[0] = handle.pid
         restarted.append("vllm-server")
+    for index, (url, pid) in enumerate(zip(state.replica_urls or [], state.replica_pids or [])):
+        if index == 0 or pid_alive(pid):
+            continue
+        if group_members(pid):
+            stop_pid(pid)
+        llm, _, _ = resolve_models(cfg, report)
+        extra = await _launch(cfg, llm, report, max_model_len=max_model_len, port=_recorded_port(url),
+                              served_model_name=state.model, index=index)
+        state.replica_pids[index] = extra.pid  # type: ignore[index]
+        restarted.append(f"vllm-server#{index}")
     if not restarted:
         report("stack already up")
         return state
@@ -151,7 +183,7 @@ async def _revive(state: StackInfo, cfg: Settings, report: Report, max_model_len
 
 
 async def _launch(cfg: Settings, llm: str, report: Report, *, max_model_len: int | None, port: int | None = None,
-                  served_model_name: str | None = None):
+                  served_model_name: str | None = None, index: int = 0):
     from .llm.server import launch_server, port_free
 
     host = "127.0.0.1"
@@ -163,8 +195,9 @@ async def _launch(cfg: Settings, llm: str, report: Report, *, max_model_len: int
             "`accel up` for a new port (chains built on the old URL must then be rebuilt)",
         )
     where = f" on port {port}" if port else ""
-    report(f"starting the vLLM OpenAI server{where} (about 2 minutes on CPU)")
-    log_path = cfg.home / "logs" / "vllm-server.log"
+    which = f" #{index}" if index else ""
+    report(f"starting the vLLM OpenAI server{which}{where} (about 2 minutes on CPU)")
+    log_path = cfg.home / "logs" / (f"vllm-server-{index}.log" if index else "vllm-server.log")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     return await launch_server(llm, host=host, port=port, max_model_len=max_model_len, log_path=log_path,
                                served_model_name=served_model_name)
@@ -213,6 +246,14 @@ def down(cfg: Settings | None = None, *, report: Report = _quiet) -> list[str]:
             stopped.append("vllm-server")
         except Exception as exc:  # keep going: Postgres must still be stopped
             errors.append(f"vllm-server: {exc}")
+    for index, pid in enumerate(state.replica_pids or []):
+        if index and group_members(pid):
+            report(f"stopping vLLM replica #{index} (process group {pid})")
+            try:
+                stop_pid(pid)
+                stopped.append(f"vllm-server#{index}")
+            except Exception as exc:
+                errors.append(f"vllm-server#{index}: {exc}")
     if state.pg_dir:
         report("stopping embedded Postgres")
         try:

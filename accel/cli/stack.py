@@ -25,13 +25,16 @@ def print_json(document: Any) -> None:
     sys.stdout.flush()
 
 
-def up(as_json: bool = JSON_FLAG, verbose: bool = quiet.VERBOSE) -> None:
+def up(as_json: bool = JSON_FLAG, verbose: bool = quiet.VERBOSE,
+       replicas: int = typer.Option(1, "--replicas", min=1, help="vLLM servers to start; with more than one, wrapped "
+                                    "apps spread over them and run the embedder and reranker as Ray actors "
+                                    "(needs the `ray` extra).")) -> None:
     """Start the embedded local stack: Postgres + pgvector and a vLLM OpenAI server."""
     quiet.configure(verbose)
     from accel.engines import stack
 
     with Steps(console) as steps:
-        info = asyncio.run(stack.up(report=steps.step))
+        info = asyncio.run(stack.up(report=steps.step, replicas=replicas))
     if as_json:
         print_json(info.shown())  # a DSN's password is never printed
         return

@@ -32,8 +32,9 @@ def openai_server(base_url: str, model: str, api_key: str = "EMPTY") -> EngineSp
 
     def make() -> Engine:
         from accel.engines.llm.openai_client import OpenAIServerEngine
+        from accel.engines.scaleout import scaled_llm
 
-        return OpenAIServerEngine(base_url, model, api_key)
+        return scaled_llm(base_url, lambda url: OpenAIServerEngine(url, model, api_key))
 
     def limits() -> Any:
         from accel.session import EngineLimits
@@ -46,8 +47,9 @@ def openai_server(base_url: str, model: str, api_key: str = "EMPTY") -> EngineSp
 def embedder(model_path: str) -> EngineSpec:
     def make() -> Engine:
         from accel.engines.embeddings import SentenceTransformerEmbedder
+        from accel.engines.scaleout import scaled
 
-        return SentenceTransformerEmbedder(model_path)
+        return scaled("embed", lambda: SentenceTransformerEmbedder(model_path))
 
     return EngineSpec("embed", model_path, make)
 
@@ -64,8 +66,9 @@ for the same requests; with 1,024 pairs per call it used less than stock)."""
 def reranker(model_path: str) -> EngineSpec:
     def make() -> Engine:
         from accel.engines.reranker import CrossEncoderReranker
+        from accel.engines.scaleout import scaled
 
-        return CrossEncoderReranker(model_path)
+        return scaled("rerank", lambda: CrossEncoderReranker(model_path))
 
     def limits() -> Any:
         from accel.session import EngineLimits

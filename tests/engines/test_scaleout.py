@@ -1,0 +1,141 @@
+"""Replicated engines (issue 14) on a local two-node Ray cluster: the LangChain advanced-RAG
+example over 2 replicas of each engine (2 vLLM servers; embedder and reranker as 2 Ray actors
+each, spread over the nodes; Postgres stays one server), answers equal to stock; then one vLLM
+replica and one reranker actor killed mid-run lose no query.
+
+The scenario runs in a child process (this file as a script): it needs its own accel session
+and environment (ACCEL_RAY_ADDRESS, ACCEL_OPENAI_REPLICA_URLS), which must not leak into the
+other tests' process-wide session. The first vLLM replica is the session's shared server
+(only read from); the second is this test's own, the one that gets killed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = [pytest.mark.engines, pytest.mark.slow, pytest.mark.timeout(2400)]
+QUESTIONS = ["How do I push an item onto a heap?", "How do I find where to insert into a sorted list?",
+             "What does functools.partial do?", "How can I merge sorted iterables?",
+             "How do I cache the results of a function?", "How do I get the n smallest items?"]
+
+
+def test_advanced_rag_over_two_replicas_of_each_engine_on_two_ray_nodes(vllm_server, tiny_model, postgres_factory, tmp_path):
+    pytest.importorskip("ray")
+    from accel.engines.llm.server import group_members, launch_server_sync, stop_pid
+
+    second = launch_server_sync(str(tiny_model), served_model_name="tiny", max_model_len=2048,
+                                log_path=tmp_path / "replica2.log")
+    try:
+        env = dict(os.environ, ACCEL_HOME=str(tmp_path / "home"), SCALEOUT_FIRST=vllm_server.base_url,
+                   SCALEOUT_SECOND=second.base_url, SCALEOUT_SECOND_PID=str(second.pid),
+                   SCALEOUT_PG=postgres_factory("accel-scaleout-"),
+                   ACCEL_OPENAI_REPLICA_URLS=f"{vllm_server.base_url},{second.base_url}")
+        env.pop("ACCEL_RAY_ADDRESS", None)
+        done = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True, timeout=1800)
+        assert done.returncode == 0, done.stderr[-6000:]
+        report = json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        stop_pid(second.pid)
+    assert group_members(second.pid) == []
+    assert report["equal"] == report["queries"] == len(QUESTIONS), report
+    assert len(set(report["embed_nodes"])) == 2 and len(set(report["rerank_nodes"])) == 2, report
+    assert all(served > 0 for served in report["llm_served"]), report  # both vLLM replicas took requests
+    assert report["fault"]["lost"] == 0 and report["fault"]["equal"] == len(QUESTIONS), report
+    assert report["fault"]["llm_retried"] > 0 or report["fault"]["rerank_retried"] > 0, report
+
+
+# ---- the child process ---------------------------------------------------------------------------
+
+
+def _say(message: str) -> None:
+    print(f"[scaleout {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def _scenario() -> dict:
+    import signal
+    import threading
+
+    import ray
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
+    cluster.add_node(num_cpus=2)
+    _say(f"two-node Ray cluster at {cluster.address}")
+    os.environ["ACCEL_RAY_ADDRESS"] = cluster.address
+    try:
+        ray.init(address=cluster.address, log_to_driver=False)
+        return _run_apps(ray, signal, threading)
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+def _run_apps(ray, signal, threading) -> dict:
+    import asyncio
+
+    import accel
+    from accel.engines.embeddings import packaged_minilm_path
+    from accel.engines.offline.reranker import build_reranker
+    from accel.engines.replicas import ReplicatedEngine, ReplicatedLLM
+    from accel.examples.corpus import pydoc_documents
+    from accel.examples.langchain import advanced_rag
+    from accel.examples.stack import StackConfig
+    from accel.session import get_session
+
+    config = StackConfig(os.environ["SCALEOUT_FIRST"], "tiny", os.environ["SCALEOUT_PG"], str(packaged_minilm_path()),
+                         str(build_reranker()), max_tokens=12, context_window=2048)
+    store = advanced_rag.build_index(config, pydoc_documents(["heapq", "bisect", "functools", "itertools"]), "scaleout")
+    _say("index built")
+    stock = advanced_rag.build_app(config, store)
+    wrapped = accel.wrap(stock)
+    inputs = [{"question": q} for q in QUESTIONS]
+    expected = [stock.invoke(x) for x in inputs]
+    _say("stock answered")
+    got = wrapped.batch(inputs)
+    _say("wrapped answered")
+
+    session = get_session()
+    engines = list(session._engines.values())
+    llm = next(e for e in engines if isinstance(e, ReplicatedLLM))
+    embed = next(e for e in engines if isinstance(e, ReplicatedEngine) and e.kind == "embed")
+    rerank = next(e for e in engines if isinstance(e, ReplicatedEngine) and e.kind == "rerank")
+
+    def on_loop(coro):
+        return asyncio.run_coroutine_threadsafe(coro, session.loop).result(120)
+
+    report = {
+        "queries": len(inputs), "equal": sum(a == b for a, b in zip(got, expected)),
+        "embed_nodes": [on_loop(r.engine.node()) for r in embed.set.replicas],
+        "rerank_nodes": [on_loop(r.engine.node()) for r in rerank.set.replicas],
+        "llm_served": [r.served for r in llm.set.replicas],
+    }
+
+    # Faults mid-run: the second vLLM server dies, and one reranker actor is killed (Ray restarts it).
+    results: list = []
+    runner = threading.Thread(target=lambda: results.extend(wrapped.batch(inputs, return_exceptions=True)))
+    llm_before, rerank_before = llm.set.retried, rerank.set.retried
+    runner.start()
+    time.sleep(1.0)
+    ray.kill(rerank.set.replicas[0].engine.actor, no_restart=False)
+    os.killpg(int(os.environ["SCALEOUT_SECOND_PID"]), signal.SIGKILL)
+    _say("faults injected")
+    runner.join(600)
+    _say("faulted run finished")
+    report["fault"] = {
+        "lost": sum(isinstance(r, BaseException) for r in results) + (len(inputs) - len(results)),
+        "errors": [repr(r)[:300] for r in results if isinstance(r, BaseException)],
+        "equal": sum(a == b for a, b in zip(results, expected)),
+        "llm_retried": llm.set.retried - llm_before, "rerank_retried": rerank.set.retried - rerank_before,
+    }
+    accel.session.shutdown()
+    return report
+
+
+if __name__ == "__main__":
+    print(json.dumps(_scenario()))
