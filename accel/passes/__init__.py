@@ -16,6 +16,8 @@ from accel.passes.registry import (
     register_pass,
     unregister_pass,
 )
+from accel.passes.objectives import deduce_objectives
+from accel.passes.prefixes import share_prefixes
 from accel.passes.share import share_requests
 from accel.passes.stage import stage_decompose
 
@@ -23,7 +25,7 @@ for _name, _fn in zip(DEFAULT_ORDER, (prune_dependencies, stage_decompose, prefi
     if _name not in PASSES:
         register_pass(_name, _fn)
 # Parrot / Halo passes (issue 13), after Teola's
-for _name, _fn in (("share_requests", share_requests),):
+for _name, _fn in (("share_requests", share_requests), ("share_prefixes", share_prefixes), ("deduce_objectives", deduce_objectives)):
     if _name not in PASSES:
         register_pass(_name, _fn)
 
@@ -33,10 +35,12 @@ __all__ = [
     "PassContext",
     "PassFn",
     "decode_pipeline",
+    "deduce_objectives",
     "optimize",
     "prefill_split",
     "prune_dependencies",
     "register_pass",
+    "share_prefixes",
     "share_requests",
     "stage_decompose",
     "unregister_pass",

@@ -21,6 +21,7 @@ from accel.engines.base import Engine, GenerationChunk, GenerationRequest, LLMEn
 from accel.engines.errors import EngineError, EngineUnavailable, InvalidRequest
 from accel.engines.llm.api_call import APICall
 from accel.runtime.limits import EngineLimits
+from accel.runtime.objectives import priority_offset
 from accel.runtime.policies import get_policy
 from accel.runtime.sharing import current_scope
 from accel.runtime.task import EngineTask, Slice, TaskQueue
@@ -289,12 +290,15 @@ class EngineScheduler:
             self._release()
 
     def _prepare(self, task: EngineTask, index: int) -> Any:
-        """LLM request with an id (for abort) and a priority from depth (deeper runs first)
-        and the task's own priority (a program's, for captured engine calls)."""
+        """LLM request with an id (for abort) and a priority from depth (deeper runs first),
+        the task's own priority (a program's, for captured engine calls) and its deduced
+        objective (latency-critical first, `objectives`)."""
         request = task.requests[index]
         if not isinstance(request, (GenerationRequest, APICall)):
             return request
-        priority = request.priority + task.priority - task.depth if self.limits.use_priority else request.priority
+        priority = request.priority
+        if self.limits.use_priority:
+            priority += task.priority - task.depth + priority_offset(task.objective)
         request_id = request.request_id or f"{task.query_id}/{task.node}/{index}/{next(self._ids)}"
         return dataclasses.replace(request, priority=priority, request_id=request_id)
 

@@ -196,7 +196,8 @@ class QueryRun:
     async def _submit(self, i: int, node: Node, requests: list[Any], span: trace.Span) -> list[Any]:
         if not requests:
             return []
-        task = EngineTask(self.query_id, node.name, self._depth(i), list(requests), priority=self.priority)
+        task = EngineTask(self.query_id, node.name, self._depth(i), list(requests), priority=self.priority,
+                          objective=node.attrs.get("objective"))
         results = await self.schedulers[node.engine].submit(task)
         wait = None if task.dispatched_at is None else task.dispatched_at - task.arrival
         record_engine_call(span, batch_sizes=task.batch_sizes, queue_wait_s=wait, requests=len(requests))
@@ -207,7 +208,8 @@ class QueryRun:
         """PartialDecode: stream the LLM request, forward each parsed item as it completes."""
         out = self.streams[i]
         requests = list(await _maybe(node.op.requests(values)))
-        task = EngineTask(self.query_id, node.name, self._depth(i), requests, priority=self.priority)
+        task = EngineTask(self.query_id, node.name, self._depth(i), requests, priority=self.priority,
+                          objective=node.attrs.get("objective"))
         final: list[Any] = []
 
         async def chunks():
@@ -231,7 +233,8 @@ class QueryRun:
         """The decode whose text is the query's output: its one request is streamed (same
         admission as `submit`) and every text delta goes to `on_delta` as it arrives."""
         requests = list(await _maybe(node.op.requests(values)))
-        task = EngineTask(self.query_id, node.name, self._depth(i), requests, priority=self.priority)
+        task = EngineTask(self.query_id, node.name, self._depth(i), requests, priority=self.priority,
+                          objective=node.attrs.get("objective"))
         final = None
         async with aclosing(self.schedulers[node.engine].stream(task)) as chunks:
             async for chunk in chunks:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Literal
 
+from accel.runtime.objectives import LATENCY
 from accel.runtime.task import EngineTask, Slice, TaskQueue
 
 PolicyName = Literal["topology", "po", "to"]
@@ -28,13 +29,23 @@ def _take(task: EngineTask, slots: int) -> Slice:
 
 
 def topology_batch(queue: Iterable[EngineTask], limit: int) -> list[Slice]:
-    """Teola's topology-aware batching with work-conserving fill of lower depth levels."""
+    """Teola's topology-aware batching with work-conserving fill of lower depth levels; nodes
+    marked latency-critical (Parrot's objective deduction) are admitted first, oldest first."""
     ordered = sorted(_buckets(queue), key=_bucket_key)
     batch: list[Slice] = []
     slots = limit
+    urgent = sorted((t for tasks in ordered for t in tasks if t.pending and t.objective == LATENCY),
+                    key=lambda t: (t.priority, t.arrival or 0.0))
+    for task in urgent:
+        if slots == 0:
+            return batch
+        piece = _take(task, slots)
+        batch.append(piece)
+        slots -= piece.size
+    admitted = {id(t) for t in urgent}
     deeper: list[list[EngineTask]] = []  # what each bucket has left after its deepest level
     for tasks in ordered:
-        waiting = [t for t in tasks if t.pending]
+        waiting = [t for t in tasks if t.pending and id(t) not in admitted]
         if not waiting:
             continue
         taken = _take_deepest(waiting, slots, batch)

@@ -190,7 +190,8 @@ class ShareScope:
 
 
 def _subtask(task: EngineTask, requests: list[Any]) -> EngineTask:
-    return EngineTask(task.query_id, task.node, task.depth, requests, arrival=task.arrival, priority=task.priority)
+    return EngineTask(task.query_id, task.node, task.depth, requests, arrival=task.arrival, priority=task.priority,
+                      objective=task.objective)
 
 
 def _retrieve(job: asyncio.Task[Any]) -> None:

@@ -26,6 +26,8 @@ class EngineTask:
     """Query priority, lower runs first (vLLM's convention)."""
     stream: bool = False
     """An LLM node whose single request is streamed by its caller after admission."""
+    objective: str | None = None
+    """Parrot's deduced objective of the node ("latency", "throughput" or None: unmarked)."""
     taken: int = 0
     results: list[Any] = field(default_factory=list)
     done: int = 0

@@ -115,3 +115,35 @@ def test_a_failing_shared_request_fails_exactly_the_queries_that_share_it(apps: 
         assert [o for o in aours if not isinstance(o, Exception)] == [o for o in ours if not isinstance(o, Exception)]
     else:
         assert isinstance(aours, Exception)
+
+
+WORKFLOWS = ["role-agents", "multi-agent", "map-reduce-summary", "chain-summary"]
+
+
+@pytest.mark.parametrize("name", WORKFLOWS)
+def test_workflows_answer_as_stock_one_by_one_and_in_a_batch_with_repeats(stack: StackConfig, name: str) -> None:
+    """Each issue-13 workload, stock vs accel.wrap with every pass on: the same answers, and
+    the same distinct engine requests (accel adds only its token-id prefix warm-ups)."""
+    from dataclasses import replace
+
+    from accel.benchmarks.apps import example
+
+    spec = example(name)
+    module = spec.module("langchain")
+    workload = build_workload(2, modules=MODULES, max_chars=1500)
+    with RecordingProxy(stack.openai_base_url.removesuffix("/v1")) as proxy:
+        config = replace(stack, openai_base_url=proxy.url + "/v1")
+        index = module.build_index(config, workload.documents, f"t_{uuid.uuid4().hex[:8]}")
+        app = module.build_app(config, index, **spec.app_options)
+        fast = accel.wrap(app)
+        inputs = [{"question": q} for q in (workload.questions[0], workload.questions[1], workload.questions[0])]
+        stock_one = record(lambda: [app.invoke(x) for x in inputs[:2]], proxy)
+        fast_one = record(lambda: [fast.invoke(x) for x in inputs[:2]], proxy)
+        stock_batch = record(lambda: app.batch(inputs), proxy)
+        fast_batch = record(lambda: fast.batch(inputs), proxy)
+    assert fast_one.outputs == stock_one.outputs
+    assert fast_batch.outputs == stock_batch.outputs == [*stock_one.outputs, stock_one.outputs[0]]
+    for stock_run, fast_run in ((stock_one, fast_one), (stock_batch, fast_batch)):
+        for field in ("llm", "embedded", "scored"):
+            assert set(getattr(fast_run, field)) == set(getattr(stock_run, field)), (name, field)
+    assert len(fast_batch.llm) < len(stock_batch.llm)  # the repeated question's calls ran once

@@ -95,7 +95,8 @@ def test_custom_pass_runs_in_its_place(custom_pass):
     assert list(PASSES)[:2] == ["prune_dependencies", "tag"]
     g = optimize(expand_embed_score())
     assert custom_pass == [["prune_dependencies"]]
-    assert g.meta["passes"] == ["prune_dependencies", "tag", "stage_decompose", "prefill_split", "decode_pipeline"]
+    assert g.meta["passes"] == ["prune_dependencies", "tag", "stage_decompose", "prefill_split", "decode_pipeline",
+                                "share_requests", "share_prefixes", "deduce_objectives"]
     assert "tag: looked" in g.meta["notes"]
     optimize(expand_embed_score(), disabled=["tag"])
     assert len(custom_pass) == 1

@@ -118,6 +118,7 @@ def test_non_elementwise_consumer_is_not_pipelined():
 async def test_optimize_records_passes_and_keeps_output(run):
     before = embed_then_score(size=10)
     after = optimize(before, context=PassContext(profiles={"embed": 4, "rerank": 4}))
-    assert after.meta["passes"] == ["prune_dependencies", "stage_decompose", "prefill_split", "decode_pipeline"]
+    assert after.meta["passes"] == ["prune_dependencies", "stage_decompose", "prefill_split", "decode_pipeline",
+                                    "share_requests", "share_prefixes", "deduce_objectives"]
     assert before.meta["passes"] == []
     assert (await run(after, DOCS))[0] == (await run(before, DOCS))[0]

@@ -1,0 +1,127 @@
+"""Parrot pass, prefix sharing: warm each static prompt prefix once, at template boundaries,
+before the requests that share it.
+
+A prompt's static head is its text before the first variable (Parrot's PrefixHash positions:
+the template boundaries). Heads are the same for every query of an app, and heads of several
+prompts often open with the same text (a team charter every agent's prompt starts with). The
+pass adds, per LLM engine:
+
+- one *common* warm-up for the longest text all heads start with (when several prompts share
+  one and it is shorter than their heads);
+- one *head* warm-up per distinct head, after the common one;
+
+each a `WarmupOp` (a `max_tokens=1` request of the prefix's token ids cut at the running
+engine's prefix-cache block, read from the engine at run time: 128 tokens on vLLM-CPU), with
+no inputs, so it starts when the query starts. Every request whose prompt opens with a head
+(its per-query warm-up from `prefill_split`, else its prefill) waits for that head's warm-up
+through a pinned order edge: requests sharing a prefix run after it is cached, together, and
+compute only what follows it. The warm-ups are identical across queries, so inside a batch call
+the share scope sends each once (`accel.runtime.sharing`); the engine sees the same prompts as
+without the pass.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from accel.ir.graph import Graph
+from accel.ir.kinds import Kind
+from accel.ir.node import Node
+from accel.ir.ops import PromptPart, Slot, WarmupOp
+from accel.passes.prefill import _decode_of
+from accel.passes.registry import PassContext
+
+NAME = "share_prefixes"
+MIN_COMMON_CHARS = 64
+"""A shared opening shorter than this is not worth a request of its own (well under one block
+of any tokenizer); the engine's block size decides the rest at run time."""
+
+
+@dataclass(frozen=True)
+class _Head:
+    prefill: str
+    engine: str
+    role: str | None  # the first message's role (chat prompts), None for text prompts
+    parts: tuple[PromptPart, ...]  # the leading static parts
+    messages: tuple
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)  # static parts are all str
+
+
+def _head(graph: Graph, node: Node) -> _Head | None:
+    decode = _decode_of(graph, node.name)
+    if decode is None:
+        return None
+    parts: list[PromptPart] = []
+    for part in node.attrs["prompt_parts"]:
+        if not isinstance(part, str):
+            break
+        parts.append(part)
+    messages = tuple(node.attrs.get("messages") or ())
+    if not parts or len(parts) == len(node.attrs["prompt_parts"]):
+        return None  # nothing static, or nothing variable (then prefill_split's rules apply)
+    role = messages[0][0] if messages else None
+    return _Head(node.name, decode.engine, role, tuple(parts), messages)
+
+
+def _warm(name: str, engine: str, parts: tuple[PromptPart, ...], messages: tuple, context: PassContext, note: str) -> Node:
+    return Node(
+        name,
+        Kind.PARTIAL_PREFILL,
+        engine=engine,
+        inputs={},
+        attrs={"prefix_parts": len(parts), "shared_prefix": note},
+        op=WarmupOp(prefix=parts, tokenize=context.tokenize, block_size=context.block_size,
+                    safety_tail=context.safety_tail, messages=messages, render_chat=context.render_chat),
+    )
+
+
+def share_prefixes(graph: Graph, context: PassContext) -> Graph:
+    g = graph.copy()
+    if context.tokenize is None:
+        g.note(NAME, "no tokenizer in the pass context: prefixes not warmed")
+        return g
+    heads = [h for n in graph.nodes() if n.kind in (Kind.PREFILL, Kind.FULL_PREFILL) and "prompt_parts" in n.attrs
+             for h in [_head(graph, n)] if h is not None]
+    if any(h.messages for h in heads) and context.render_chat is None:
+        heads = [h for h in heads if not h.messages]
+    groups: dict[tuple[str, str | None], list[_Head]] = {}
+    for h in heads:
+        groups.setdefault((h.engine, h.role), []).append(h)
+    for (engine, role), members in groups.items():
+        common = _common_warm(g, engine, role, members, context)
+        by_text: dict[tuple[PromptPart, ...], str] = {}
+        for h in members:
+            warm = by_text.get(h.parts)
+            if warm is None:
+                warm = f"{h.prefill}#head"
+                g.add(_warm(warm, engine, h.parts, h.messages, context, "head"))
+                if common is not None and common != warm:
+                    g.add_edge(common, warm, pinned=True)
+                by_text[h.parts] = warm
+            target = f"{h.prefill}#warm" if f"{h.prefill}#warm" in g else h.prefill
+            g.add_edge(warm, target, pinned=True)
+        g.note(NAME, f"{engine}: {len(members)} prompt(s), {len(by_text)} static head(s) warmed once before their requests"
+               + (f", after a common opening of {len(os.path.commonprefix([h.text for h in members]))} characters"
+                  if common is not None else ""))
+    g.compute_depths()
+    return g
+
+
+def _common_warm(g: Graph, engine: str, role: str | None, members: list[_Head], context: PassContext) -> str | None:
+    """A warm-up for the opening every head of the group shares, when it is shorter than the
+    heads themselves (else the head warm-ups cover it) and long enough to matter."""
+    firsts = [h.parts[0] for h in members]
+    if len({h.text for h in members}) < 2:
+        return None
+    common = os.path.commonprefix(firsts)
+    if len(common) < MIN_COMMON_CHARS:
+        return None
+    name = f"{engine}#common-prefix" + (f"-{role}" if role else "")
+    # a placeholder after the opening, so the chat template is cut right after it
+    messages = ((role, (common, Slot("_"))),) if role is not None else ()
+    g.add(_warm(name, engine, (common,), messages, context, "common"))
+    return name
