@@ -147,3 +147,28 @@ def test_workflows_answer_as_stock_one_by_one_and_in_a_batch_with_repeats(stack:
         for field in ("llm", "embedded", "scored"):
             assert set(getattr(fast_run, field)) == set(getattr(stock_run, field)), (name, field)
     assert len(fast_batch.llm) < len(stock_batch.llm)  # the repeated question's calls ran once
+
+
+def test_accel_batch_of_a_llamaindex_query_engine_shares_and_answers_as_stock(stack: StackConfig) -> None:
+    """`accel.batch(wrapped_query_engine, questions)`: a query engine has no batch of its own;
+    the consolidated batch answers each question as stock's `query` does and sends each
+    distinct request once; a failing question fails only its own place."""
+    from dataclasses import replace
+
+    from accel.examples.llamaindex import advanced_rag
+
+    workload = build_workload(2, modules=MODULES, max_chars=1500)
+    with RecordingProxy(stack.openai_base_url.removesuffix("/v1")) as proxy:
+        config = replace(stack, openai_base_url=proxy.url + "/v1")
+        index = advanced_rag.build_index(config, workload.documents, f"t_{uuid.uuid4().hex[:8]}")
+        app = advanced_rag.build_app(config, index)
+        fast = accel.wrap(app)
+        questions = [workload.questions[0], workload.questions[1], workload.questions[0]]
+        stock = record(lambda: [app.query(q).response for q in questions], proxy)
+        ours = record(lambda: [r.response for r in accel.batch(fast, questions)], proxy)
+        outcomes = accel.batch(fast, [questions[0], TOO_LONG, questions[0]], return_exceptions=True)
+    assert ours.outputs == stock.outputs
+    assert set(ours.llm) == set(stock.llm) and len(ours.llm) < len(stock.llm)
+    assert set(ours.embedded) == set(stock.embedded)
+    assert [isinstance(o, Exception) for o in outcomes] == [False, True, False]
+    assert outcomes[0].response == outcomes[2].response == stock.outputs[0]
