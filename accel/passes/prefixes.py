@@ -22,12 +22,15 @@ without the pass.
 
 from __future__ import annotations
 
+import asyncio
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from accel.ir.graph import Graph
 from accel.ir.kinds import Kind
 from accel.ir.node import Node
+from accel.engines.base import GenerationRequest
 from accel.ir.ops import PromptPart, Slot, WarmupOp
 from accel.passes.prefill import _decode_of
 from accel.passes.registry import PassContext
@@ -67,6 +70,27 @@ def _head(graph: Graph, node: Node) -> _Head | None:
     return _Head(node.name, decode.engine, role, tuple(parts), messages)
 
 
+@dataclass(frozen=True)
+class StaticWarmupOp(WarmupOp):
+    """A warm-up of text that is the same for every query: its token ids are computed once per
+    block size (three tokenizer round trips to the server for a chat prompt) and reused, so
+    the queries after the first only send the warm-up request itself."""
+
+    _ids: dict[int, asyncio.Future[list[int]]] = field(default_factory=dict, compare=False, repr=False)
+
+    async def requests(self, values: dict[str, Any]) -> list[GenerationRequest]:
+        block = self.block_size() if callable(self.block_size) else self.block_size
+        ids = self._ids.get(block)
+        if ids is None or (ids.done() and ids.exception() is not None):
+            ids = self._ids[block] = asyncio.ensure_future(self._tokens())  # concurrent queries wait for one
+        tokens = await asyncio.shield(ids)
+        return [GenerationRequest(prompt_token_ids=list(tokens), params=self.params)] if tokens else []
+
+    async def _tokens(self) -> list[int]:
+        made = await WarmupOp.requests(self, {})
+        return list(made[0].prompt_token_ids) if made else []
+
+
 def _warm(name: str, engine: str, parts: tuple[PromptPart, ...], messages: tuple, context: PassContext, note: str) -> Node:
     return Node(
         name,
@@ -74,7 +98,7 @@ def _warm(name: str, engine: str, parts: tuple[PromptPart, ...], messages: tuple
         engine=engine,
         inputs={},
         attrs={"prefix_parts": len(parts), "shared_prefix": note},
-        op=WarmupOp(prefix=parts, tokenize=context.tokenize, block_size=context.block_size,
+        op=StaticWarmupOp(prefix=parts, tokenize=context.tokenize, block_size=context.block_size,
                     safety_tail=context.safety_tail, messages=messages, render_chat=context.render_chat),
     )
 
@@ -94,6 +118,7 @@ def share_prefixes(graph: Graph, context: PassContext) -> Graph:
     for (engine, role), members in groups.items():
         common = _common_warm(g, engine, role, members, context)
         by_text: dict[tuple[PromptPart, ...], str] = {}
+        dropped = 0
         for h in members:
             warm = by_text.get(h.parts)
             if warm is None:
@@ -102,11 +127,17 @@ def share_prefixes(graph: Graph, context: PassContext) -> Graph:
                 if common is not None and common != warm:
                     g.add_edge(common, warm, pinned=True)
                 by_text[h.parts] = warm
-            target = f"{h.prefill}#warm" if f"{h.prefill}#warm" in g else h.prefill
-            g.add_edge(warm, target, pinned=True)
+            if f"{h.prefill}#warm" in g:
+                # prefill_split's per-query warm-up re-tokenizes the whole ready prefix (three
+                # server round trips for a chat prompt) to warm at most the blocks the query's
+                # own text fills after the head; the head warm-up covers the static part
+                g.remove(f"{h.prefill}#warm")
+                dropped += 1
+            g.add_edge(warm, h.prefill, pinned=True)
         g.note(NAME, f"{engine}: {len(members)} prompt(s), {len(by_text)} static head(s) warmed once before their requests"
                + (f", after a common opening of {len(os.path.commonprefix([h.text for h in members]))} characters"
-                  if common is not None else ""))
+                  if common is not None else "")
+               + (f"; {dropped} per-query warm-up(s) of the same prompts replaced" if dropped else ""))
     g.compute_depths()
     return g
 
