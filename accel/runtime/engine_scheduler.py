@@ -18,7 +18,7 @@ from contextlib import aclosing
 from typing import Any
 
 from accel.engines.base import Engine, GenerationChunk, GenerationRequest, LLMEngine
-from accel.engines.errors import EngineError, EngineUnavailable, InvalidRequest
+from accel.engines.errors import EngineDied, EngineError, EngineUnavailable, InvalidRequest
 from accel.engines.llm.api_call import APICall
 from accel.runtime.limits import EngineLimits
 from accel.runtime.objectives import priority_offset
@@ -311,9 +311,14 @@ class EngineScheduler:
         except asyncio.CancelledError:
             self._fail_all(slices, EngineUnavailable(self.name, "the engine call was cancelled", "keep the Runtime open until queries finish"))
             raise
-        except InvalidRequest as exc:
+        except (EngineDied, EngineUnavailable) as exc:  # the engine failed, not a request: no re-run
+            self._fail_all(slices, exc)
+        except Exception as exc:
             if len({s.task for s in slices}) > 1:
-                for s in slices:  # one query's bad request must not fail the others batched with it
+                # One query's bad request must not fail the others batched with it, whatever the
+                # backend raises for it (a tokenizer's TypeError for a lone surrogate, say): each
+                # query's part runs alone, and only the bad one gets the error, as stock would.
+                for s in slices:
                     await self._run_batch([s])
             else:
                 self._fail_all(slices, exc)

@@ -5,7 +5,7 @@ import asyncio
 import pytest
 
 from accel.engines.base import Engine, GenerationRequest, Health
-from accel.engines.errors import InvalidRequest
+from accel.engines.errors import EngineDied, InvalidRequest
 from accel.runtime.engine_scheduler import EngineScheduler
 from accel.runtime.fakes import FakeEngine, FakeLLMEngine
 from accel.runtime.limits import EngineLimits
@@ -172,3 +172,37 @@ async def test_submit_before_start_is_a_typed_error():
     sched = EngineScheduler("e", FakeEngine())
     with pytest.raises(EngineUnavailable, match="not started"):
         await sched.submit(node("q", "n", 0, [1]))
+
+
+class FakeTypedFailureEngine(FakeEngine):
+    """A fake batch engine raising `error` for the request "bad" (a backend's own exception type)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__("typed-failure")
+        self.error = error
+
+    async def run(self, batch):
+        self.batches.append(list(batch))
+        if "bad" in batch:
+            raise self.error
+        return [f"done:{r}" for r in batch]
+
+
+async def test_a_backend_error_of_any_type_fails_only_the_bad_query():
+    """Regression (issue 14 bad inputs): a lone surrogate made the tokenizer raise TypeError for
+    the whole embed batch, failing the good query batched with it."""
+    engine = FakeTypedFailureEngine(TypeError("TextEncodeInput must be Union[...]"))
+    async with EngineScheduler("e", engine, limits=EngineLimits(max_batch_size=8)) as sched:
+        good, bad = node("q1", "n", 0, ["x"]), node("q2", "n", 0, ["bad"])
+        outcomes = await asyncio.gather(sched.submit(good), sched.submit(bad), return_exceptions=True)
+    assert outcomes[0] == ["done:x"] and type(outcomes[1]) is TypeError  # the backend's own type, as stock
+    assert engine.batches == [["x", "bad"], ["x"], ["bad"]]
+
+
+async def test_engine_death_fails_the_batch_without_re_running_it():
+    engine = FakeTypedFailureEngine(EngineDied("e", "killed", "restart it"))
+    async with EngineScheduler("e", engine, limits=EngineLimits(max_batch_size=8)) as sched:
+        outcomes = await asyncio.gather(sched.submit(node("q1", "n", 0, ["x"])), sched.submit(node("q2", "n", 0, ["bad"])),
+                                        return_exceptions=True)
+    assert all(isinstance(o, EngineDied) for o in outcomes)
+    assert engine.batches == [["x", "bad"]]  # a dead engine is not hammered with per-query re-runs
