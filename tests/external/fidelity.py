@@ -75,7 +75,18 @@ def _first_difference(mine: list[str], theirs: list[str]) -> str:
     return ""
 
 
-def assert_same_requests(stock: Run, fast: Run) -> None:
+def _distinct(run: Run) -> Run:
+    """The run with each identical request once (and searches rounded, so that float noise
+    does not keep two equal searches apart)."""
+    searched = list({repr((e[0], e[1], e[2], tuple(round(v, 3) for v in e[3]))): e for e in run.searched}.values())
+    return Run(run.outputs, sorted(set(run.llm)), run.warmups, sorted(set(run.embedded)), searched, sorted(set(run.scored)))
+
+
+def assert_same_requests(stock: Run, fast: Run, *, distinct: bool = False) -> None:
+    """The same requests; with `distinct`, the same distinct requests (a batch call computes
+    identical deterministic requests once: `accel.runtime.sharing`)."""
+    if distinct:
+        stock, fast = _distinct(stock), _distinct(fast)
     assert fast.llm == stock.llm, _first_difference(fast.llm, stock.llm)
     assert fast.embedded == stock.embedded, (fast.embedded, stock.embedded)
     assert len(fast.searched) == len(stock.searched), (fast.searched, stock.searched)
@@ -107,7 +118,7 @@ def compare_langchain(chain: Any, fast: Any, inputs: list[Any], proxy: Any, *, o
         stock = langchain_run(chain, inputs, proxy, mode)
         ours = langchain_run(fast, inputs, proxy, mode)
         assert [output(o) for o in ours.outputs] == [output(o) for o in stock.outputs], (mode, ours.outputs, stock.outputs)
-        assert_same_requests(stock, ours)
+        assert_same_requests(stock, ours, distinct=mode == "batch")
         runs.append(ours)
     return runs
 
