@@ -36,9 +36,13 @@ class FaultStack:
         self.pg_dir = self.root / "pg"
         self.port = free_port()
         self.model = "tiny"
-        self.pg_dsn = start_local_postgres(self.pg_dir)
         self.server: ServerHandle | None = None
-        self.start_llm()
+        self.pg_dsn = start_local_postgres(self.pg_dir)
+        try:
+            self.start_llm()
+        except BaseException:  # found when the server could not start: Postgres was left running
+            self.close()
+            raise
 
     @property
     def base_url(self) -> str:
