@@ -24,7 +24,7 @@ from typing import Any
 
 from accel.adapters.langchain import parsers
 from accel.adapters.langchain.models import ModelBinding, bind_model
-from accel.adapters.langchain.ops import BranchOp, ChatResult, FnOp, InvokeOp, assign_merge
+from accel.adapters.langchain.ops import BranchOp, ChatResult, FnOp, InvokeOp, assign_merge, require_dict
 from accel.adapters.langchain.prompts import prompt_shape, prompt_variables
 from accel.ir import GraphBuilder, Kind, Ref
 from accel.ir.expand import has_engine_work
@@ -215,10 +215,14 @@ class Capture:
         return out
 
     def assign(self, runnable: Any, x: Ref) -> Ref:
-        mapped = self.parallel(runnable.mapper.steps__, x)
-        out = self.add(Kind.CALL, "assign", inputs={"value": x, "mapped": mapped}, op=FnOp(assign_merge))
+        # stock checks the input is a dict before any branch runs (its ValueError, not theirs)
+        checked = self.fn("assign_input", require_dict, value=x)
         if x.node in self._dicts:
-            self._dicts[out.node] = {**self._dicts[x.node], **self._dicts[mapped.node]}
+            self._dicts[checked.node] = self._dicts[x.node]
+        mapped = self.parallel(runnable.mapper.steps__, checked)
+        out = self.add(Kind.CALL, "assign", inputs={"value": checked, "mapped": mapped}, op=FnOp(assign_merge))
+        if checked.node in self._dicts:
+            self._dicts[out.node] = {**self._dicts[checked.node], **self._dicts[mapped.node]}
         return out
 
     def branch(self, runnable: Any, x: Ref) -> Ref:

@@ -88,11 +88,16 @@ class FnOp:
         return self.fn(**values)
 
 
-def assign_merge(value: Any, mapped: dict[str, Any]) -> dict[str, Any]:
-    """RunnableAssign: the input dict updated with the mapper's outputs (stock's check first)."""
+def require_dict(value: Any) -> dict[str, Any]:
+    """RunnableAssign's check of its input, before its mapper runs (stock's error)."""
     if not isinstance(value, dict):
         raise ValueError("The input to RunnablePassthrough.assign() must be a dict.")
-    return {**value, **mapped}
+    return value
+
+
+def assign_merge(value: Any, mapped: dict[str, Any]) -> dict[str, Any]:
+    """RunnableAssign: the input dict updated with the mapper's outputs."""
+    return {**require_dict(value), **mapped}
 
 
 # ---- retrieval -----------------------------------------------------------------------------
@@ -125,7 +130,8 @@ class EmbedTextsOp:
 
 
 def _clean(text: Any) -> Any:
-    return text.replace("\n", " ") if isinstance(text, str) else text
+    """HuggingFaceEmbeddings' own cleaning, with its error for a non-str (AttributeError)."""
+    return text.replace("\n", " ")
 
 
 @dataclass(frozen=True)

@@ -189,3 +189,25 @@ def test_components_with_their_own_batch_get_it(chat_model) -> None:
     assert fast.batch(questions) == stock.batch(questions)
     assert calls == {"stock": 1, "fast": 1}
     assert "CountingLLM batch(es) on their own" in fast.explain()
+
+
+@pytest.mark.parametrize("bad", [None, "a plain string", 7, {"question": None}, {"question": 123}, {"question": ["a", "b"]}])
+def test_malformed_inputs_raise_stock_s_exception_types(vectorstore, chat_model, bad) -> None:
+    """The docs' `RunnablePassthrough.assign(context=...)` RAG shape: stock checks the input is a
+    dict before any branch runs, and the embedder fails on a non-str question itself."""
+    from langchain_core.runnables import RunnablePassthrough
+
+    retriever = vectorstore.as_retriever(search_kwargs={"k": 1})
+    chain = (RunnablePassthrough.assign(context=(lambda x: x["question"]) | retriever)
+             | ChatPromptTemplate.from_template("{context} {question}") | chat_model | StrOutputParser())
+    fast = accel.wrap(chain)
+    assert fast.lowered
+    with pytest.raises(Exception) as stock_error:
+        chain.invoke(bad)
+    with pytest.raises(type(stock_error.value)):
+        fast.invoke(bad)
+    with pytest.raises(type(stock_error.value)):
+        list(fast.stream(bad))
+    stock_out = chain.batch([{"question": "What is json?"}, bad], return_exceptions=True)
+    fast_out = fast.batch([{"question": "What is json?"}, bad], return_exceptions=True)
+    assert [type(o) for o in fast_out] == [type(o) for o in stock_out] and fast_out[0] == stock_out[0]
