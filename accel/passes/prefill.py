@@ -8,6 +8,11 @@ so the real request later hits the prefix cache. The Prefill becomes a FullPrefi
 for the warm-up through a pinned order edge; the Decode is unchanged, so the engine sees the
 same prompt as without the pass.
 
+An Expand node whose sub-templates open with a known prompt (`attrs["prompt_parts"]`, the
+LLM engine in `attrs["prefill_engine"]`; slots name the Expand node's input ports, and a slot
+it has no port for is late) gets the same warm-up, pinned before it: the answer prompt's static
+head is prefilled while retrieval runs although its Prefill lives in a sub-template.
+
 A slot is ready when its source needs no engine: no node at or above it is engine-bound.
 """
 
@@ -52,14 +57,26 @@ def _decode_of(graph: Graph, prefill: str) -> Node | None:
     return None
 
 
+def _warmed_engine(graph: Graph, node: Node) -> tuple[str | None, str] | None:
+    """(LLM engine, what the warm-up serves) for a node whose prompt can be split, else None."""
+    if "prompt_parts" not in node.attrs:
+        return None
+    if node.kind is Kind.EXPAND:
+        engine = node.attrs.get("prefill_engine")
+        return None if engine is None else (engine, node.name)
+    if node.kind is not Kind.PREFILL:
+        return None
+    decode = _decode_of(graph, node.name)
+    return None if decode is None else (decode.engine, decode.name)
+
+
 def prefill_split(graph: Graph, context: PassContext) -> Graph:
     g = graph.copy()
     for node in graph.nodes():
-        if node.kind is not Kind.PREFILL or "prompt_parts" not in node.attrs:
+        target = _warmed_engine(graph, node)
+        if target is None:
             continue
-        decode = _decode_of(graph, node.name)
-        if decode is None:
-            continue
+        engine, serves = target
         prefix, has_late = _ready_prefix(list(node.attrs["prompt_parts"]), _ready_ports(graph, node))
         messages = node.attrs.get("messages") or ()
         reason = (
@@ -76,9 +93,9 @@ def prefill_split(graph: Graph, context: PassContext) -> Graph:
         warm = Node(
             f"{node.name}#warm",
             Kind.PARTIAL_PREFILL,
-            engine=decode.engine,
+            engine=engine,
             inputs={port: node.inputs[port] for port in sorted(ports)},
-            attrs={"prefix_parts": len(prefix), "warms": decode.name},
+            attrs={"prefix_parts": len(prefix), "warms": serves},
             op=WarmupOp(
                 prefix=tuple(prefix),
                 tokenize=context.tokenize,
@@ -89,7 +106,8 @@ def prefill_split(graph: Graph, context: PassContext) -> Graph:
             ),
         )
         g.add(warm)
-        g.replace(g.node(node.name).replace(kind=Kind.FULL_PREFILL))
+        if node.kind is Kind.PREFILL:
+            g.replace(g.node(node.name).replace(kind=Kind.FULL_PREFILL))
         g.add_edge(warm.name, node.name, pinned=True)
         g.note(NAME, f"{node.name}: first {len(prefix)} prompt part(s) prefilled early by {warm.name}")
     g.compute_depths()

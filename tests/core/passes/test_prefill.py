@@ -149,3 +149,35 @@ async def test_chat_warmup_with_the_offline_llm_chat_template():
     full = await tokenize(await render_chat(messages), add_special_tokens=False)
     ids = requests[0].prompt_token_ids
     assert len(ids) >= 16 and len(ids) % 16 == 0 and ids == full[: len(ids)]
+
+
+def retrieve_then_expand() -> Graph:
+    """Retrieval, then an Expand node whose sub-template opens with a prompt of known parts
+    (what the LlamaIndex adapter emits for synthesis): its context slot has no port, so it is late."""
+    class Answer:  # an ExpandOp the pass never runs
+        templates = ()
+
+        async def expand(self, values):
+            raise AssertionError("not run by the pass")
+
+    b = GraphBuilder()
+    question = b.input("question")
+    vectors = b.add(Kind.EMBED, "embed", engine="embed", inputs={"texts": question}, op=ItemsOp("texts"))
+    plan = b.add(Kind.CALL, "plan", inputs={"v": vectors}, op=CallOp(lambda v: v, blocking=False))
+    parts = [INSTRUCTION, "Question: ", Slot("question"), "\nContext: ", Slot("context_str"), "\nAnswer:"]
+    answer = b.add(Kind.EXPAND, "synthesize", inputs={"plan": plan, "question": question},
+                   attrs={"prompt_parts": parts, "prefill_engine": "llm"}, op=Answer())
+    b.output(answer)
+    return b.build()
+
+
+def test_expand_opening_prompt_is_warmed_while_retrieval_runs(fake_ctx):
+    before = retrieve_then_expand()
+    after = prefill_split(before, fake_ctx)
+    warm = after.node("synthesize#warm")
+    assert warm.kind is Kind.PARTIAL_PREFILL and warm.engine == "llm"
+    assert warm.inputs == {"question": Ref("question")}  # starts with the query, beside the embed
+    assert after.is_pinned("synthesize#warm", "synthesize")
+    assert after.node("synthesize").kind is Kind.EXPAND  # the sub-template still runs its own prefill
+    assert warm.op.prefix == (INSTRUCTION, "Question: ", Slot("question"), "\nContext: ")
+    assert any("synthesize: first 4 prompt part(s) prefilled early" in note for note in after.meta["notes"])
