@@ -4,8 +4,10 @@ A batchable node whose input exceeds its engine's measured maximum efficient bat
 its input class (`context.profiles["<engine>/<class>"]`, else `[engine]`; never a constant:
 `accel.profiles`) is split into micro-batches of that size that
 pipeline with the downstream batchable nodes, micro-batch by micro-batch, plus an Aggregate.
-Without a batchable consumer there is nothing to overlap, and the node stays whole (its engine
-scheduler caps batch sizes anyway).
+Without a batchable consumer there is nothing to overlap, and a query-time node stays whole
+(its engine scheduler caps batch sizes anyway); bulk chunk embedding (an Embed whose vectors
+are ingested) is still cut, so that an upload's micro-batches interleave on the shared
+embedder with the query embeddings of concurrent apps instead of holding it for the upload.
 
 - Size known from the configuration (`attrs["size"]`): explicit nodes `name#mb0..k` running
   `SliceOp`s, with the downstream chain duplicated per micro-batch; the original names become
@@ -34,13 +36,14 @@ def stage_decompose(graph: Graph, context: PassContext) -> Graph:
         node = g.node(name)
         if not is_elementwise(node) or node.streams or node.map_port or node.attrs.get("micro_batch_of"):
             continue
-        limit = context.profiles.get(f"{node.engine}/{input_class(g, node)}", context.profiles.get(node.engine or ""))
+        cls = input_class(g, node)
+        limit = context.profiles.get(f"{node.engine}/{cls}", context.profiles.get(node.engine or ""))
         if limit is None:
             continue
         if limit < 1:
             g.note(NAME, f"ignored profile {limit} for engine {node.engine} (must be >= 1)")
             continue
-        if not any(pipelinable(g.node(c), p, name) for c, p in g.readers(name)):
+        if cls != "chunk" and not any(pipelinable(g.node(c), p, name) for c, p in g.readers(name)):
             g.note(NAME, f"{name} left whole: no batchable consumer to pipeline with")
             continue
         size = node.attrs.get("size")
@@ -54,14 +57,31 @@ def stage_decompose(graph: Graph, context: PassContext) -> Graph:
 
 def input_class(g: Graph, node: Node) -> str:
     """What a node's items are, for its engine's per-class profile: rerank pairs, searches,
-    chunk texts (an Embed feeding an Ingest) or query texts (any other Embed)."""
+    chunk texts (an Embed feeding an Ingest, directly or through local plumbing that attaches
+    the vectors to their nodes) or query texts (any other Embed)."""
     if node.kind is Kind.RERANK:
         return "pairs"
     if node.kind is Kind.SEARCH:
         return "search"
-    if node.kind is Kind.EMBED and any(g.node(c).kind is Kind.INGEST for c, _ in g.readers(node.name)):
+    if node.kind is Kind.EMBED and _feeds_ingest(g, node.name):
         return "chunk"
     return "query"
+
+
+def _feeds_ingest(g: Graph, name: str) -> bool:
+    """Whether `name`'s value reaches an Ingest through local nodes only."""
+    stack, seen = list(g.succs(name)), set()
+    while stack:
+        succ = stack.pop()
+        if succ in seen:
+            continue
+        seen.add(succ)
+        node = g.node(succ)
+        if node.kind is Kind.INGEST:
+            return True
+        if not node.is_engine:
+            stack.extend(g.succs(succ))
+    return False
 
 
 def _micro_batch_at_run_time(g: Graph, node: Node, limit: int) -> None:

@@ -141,3 +141,49 @@ async def test_all_passes_on_advanced_rag_keep_answers_and_requests(rag_template
             assert sorted(map(repr, eng_after.requests[engine])) == sorted(map(repr, eng_before.requests[engine]))
         prompts = [r for r in eng_after.requests["llm"] if r.prompt_token_ids is None]
         assert prompts == eng_before.requests["llm"]
+
+
+async def test_an_op_that_streams_itself_is_pipelined_by_the_pass(run):
+    """A framework's own parser (LlamaIndex's query lines) stays the op's: the adapter marks a
+    plain Decode splittable and the pass swaps in the op's `streamed()` form."""
+    from dataclasses import dataclass
+
+    from accel.ir import DecodeOp
+
+    @dataclass(frozen=True)
+    class Upper:
+        inner: DecodeOp
+
+        def requests(self, values):
+            return self.inner.requests(values)
+
+        def output(self, values, results):
+            return [line.upper() for line in self.inner.output(values, results)]
+
+        def streamed(self):
+            return UpperStream(self)
+
+    @dataclass(frozen=True)
+    class UpperStream:
+        plain: Upper
+
+        def requests(self, values):
+            return self.plain.requests(values)
+
+        async def stream(self, values, chunks):
+            async for item in StreamDecodeOp(self.plain.inner, "lines").stream(values, chunks):
+                yield [line.upper() for line in item]
+
+        def output(self, values, results):
+            return [[line] for line in self.plain.output(values, results)]
+
+    before = expand_embed_score()
+    node = before.node("rewrite.decode")
+    before.replace(node.replace(op=Upper(node.op), attrs={**node.attrs, "splittable": "upper lines"}))
+    after = decode_pipeline(before, PassContext())
+    decode = after.node("rewrite.decode")
+    assert decode.kind is Kind.PARTIAL_DECODE and isinstance(decode.op, UpperStream)
+    assert after.node("embed").map_port == "texts"
+    out_before, eng_before = await run(before, {"question": "why?"})
+    out_after, eng_after = await run(after, {"question": "why?"})
+    assert out_after == out_before and eng_after.requests == eng_before.requests

@@ -122,3 +122,40 @@ async def test_optimize_records_passes_and_keeps_output(run):
                                     "share_requests", "share_prefixes", "deduce_objectives"]
     assert before.meta["passes"] == []
     assert (await run(after, DOCS))[0] == (await run(before, DOCS))[0]
+
+
+def embed_then_ingest() -> Graph:
+    """Ingestion as an adapter lowers it: chunk texts -> Embed -> local attach -> Ingest."""
+    b = GraphBuilder()
+    docs = b.input("docs")
+    vectors = b.add(Kind.EMBED, "embed", engine="embed", inputs={"texts": docs}, op=ItemsOp("texts"))
+    rows = b.add(Kind.CALL, "attach", inputs={"docs": docs, "v": vectors},
+                 op=CallOp(lambda docs, v: list(zip(v, docs, strict=True)), blocking=False))
+    written = b.add(Kind.INGEST, "ingest", engine="vectordb", inputs={"rows": rows},
+                    op=ItemsOp("rows", request=lambda row, _: ("ingest", *row), elementwise=False))
+    b.output(b.add(Kind.CALL, "done", inputs={"w": written}, op=CallOp(lambda w: sum(w), blocking=False)))
+    return b.build()
+
+
+async def test_chunk_embedding_is_cut_without_a_pipelined_consumer(run):
+    """Bulk chunk embedding (its vectors are ingested) runs in micro-batches of the chunk class's
+    limit even though nothing downstream is itemwise: the slices interleave with other apps'
+    query embeddings. The query class's limit does not apply to it."""
+    before = embed_then_ingest()
+    after = stage_decompose(before, PassContext(profiles={"embed/chunk": 3, "embed/query": 8}))
+    embed = after.node("embed")
+    assert embed.attrs["micro_batch"] == 3 and embed.streams
+    assert after.node("attach").inputs["v"] == Ref("embed#agg")  # the attach step still sees every vector
+    out_before, eng_before = await run(before, DOCS)
+    out_after, eng_after = await run(after, DOCS)
+    assert out_after == out_before == 10
+    assert eng_after.requests == eng_before.requests
+
+
+def test_query_embedding_without_a_pipelined_consumer_stays_whole():
+    b = GraphBuilder()
+    docs = b.input("docs")
+    vectors = b.add(Kind.EMBED, "embed", engine="embed", inputs={"texts": docs}, op=ItemsOp("texts"))
+    b.output(b.add(Kind.CALL, "n", inputs={"v": vectors}, op=CallOp(len, blocking=False)))
+    after = stage_decompose(b.build(), PassContext(profiles={"embed/chunk": 3, "embed/query": 3}))
+    assert "micro_batch" not in after.node("embed").attrs
