@@ -12,7 +12,8 @@ query's context), so the lowered graph's nodes find it and report as they run:
     Prefill / Decode         `predict` and `complete` / `chat` spans, LLMPredict* and
                              LLMCompletion* / LLMChat* events (query generation: complete only)
 
-Synthesis spans and events are opened and closed by the driver around its graph runs. Span
+Synthesis spans and events are opened by the synthesis plan (a node of the query's graph) and
+closed by the query engine with the response. Span
 ids, parents, bound arguments and results are those the stock methods' spans would carry, on
 the dispatchers of the modules defining them, so span handlers keyed on span ids (e.g.
 OpenInference's) see one coherent tree. Stock code run as-is inside a node nests under the
@@ -170,11 +171,9 @@ def traced(bundle: QueryBundle, *, asynchronous: bool, retrieval: bool = True) -
     try:
         yield
     except BaseException as err:
-        _deactivate(trace)
         trace.close(err)
         raise
     finally:
-        _deactivate(trace)
         _current.reset(token)
     trace.close(None)
 
@@ -306,11 +305,10 @@ def synthesis_started(synthesizer: Any, bundle: QueryBundle, nodes: list[Any]) -
 
 
 def _open_response(trace: QueryTrace, synthesizer: Any, query: str, texts: list[str]) -> Span:
-    """A `get_response` span, made the caller's active one: the synthesizer's own repacking
-    code run by the plan then nests under it, as in stock."""
+    """A `get_response` span; the synthesizer's own repacking code, run by the plan, nests
+    under the latest one (`under("get_response")`), as in stock."""
     span = trace.enter(synthesizer, "get_response", (query, texts), trace.parent("get_response", "synthesize"))
     trace.keep("get_response", span)
-    trace.keep("active", active_span_id.set(span.id))
     return span
 
 
@@ -341,7 +339,6 @@ def synthesis_ended(bundle: QueryBundle, response: Any) -> None:
     trace = _current.get()
     if trace is None:
         return
-    _deactivate(trace)
     started = trace.take("response")
     if started is not None:
         trace.event(started, GetResponseEndEvent)
@@ -353,16 +350,10 @@ def synthesis_ended(bundle: QueryBundle, response: Any) -> None:
         trace.exit(span, response)
 
 
-def _deactivate(trace: QueryTrace) -> None:
-    while (token := trace.take("active")) is not None:
-        active_span_id.reset(token)
-
-
 def synthesis_abandoned(err: BaseException) -> None:
     """The plan did not fit the query: stock synthesis answers it, with its own spans."""
     trace = _current.get()
     if trace is not None:
-        _deactivate(trace)
         trace.take("response")
         for key in ("get_response", "synthesize"):
             while (span := trace.take(key)) is not None:

@@ -3,21 +3,29 @@
 It is a `BaseQueryEngine`, so `query` / `aquery` keep LlamaIndex's own entry points (query
 spans, QueryStart/End events, callback traces); the spans and events of retrieval, embedding,
 reranking, synthesis and LLM calls are reported by the lowered stages as they run (`events`).
-Inputs accel does not lower (a QueryBundle with its own embedding or embedding strings) and
-plans that do not fit a query (`PlanMismatch`) are answered by the stock engine's code.
+
+A query is one graph run: retrieval, then the synthesis plan (the synthesizer's own repacking
+of the retrieved text) and an Expand node running the synthesis sub-graph it picks
+(`synthesis.py`), so the runtime sees the whole query and the passes can overlap, e.g., the
+answer prompt's static prefill with retrieval. A streaming synthesizer's tokens come from a run
+of their own after retrieval (`streaming.py`); a synthesizer accel does not lower runs as-is
+on the retrieved nodes. Inputs accel does not lower (a QueryBundle with its own embedding or
+embedding strings) and plans that do not fit a query (`PlanMismatch`) are answered by the
+stock engine's code.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Generator, Hashable
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from typing import Any
 
 import llama_index.core.instrumentation as instrument
 from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.schema import MetadataMode, QueryBundle
 
-from accel.ir import GraphBuilder
+from accel.ir import CallOp, GraphBuilder, Kind, Ref
 from accel.passes import PassContext
 
 from accel.scope import WrappedRun, wrapped_run
@@ -26,13 +34,24 @@ from accel.engines.errors import PromptTooLong
 from . import events
 from .bindings import Unbound, bind_llm
 from .errors import stock_error
-from .prompts import PlanMismatch
+from .prompts import QUERY_PORT, PlanMismatch
 from .retrieval import RetrievalPlan, plan_retrieval
 from .streaming import StreamedRun
-from .synthesis import SynthesisPlan, check_synthesizer
+from .synthesis import RunPlanned, SubRun, SynthesisPlan, check_synthesizer
 
 dispatcher = instrument.get_dispatcher(__name__)
 _wrap_ids = itertools.count()  # template keys: ids of collected wrappers can be reused, these cannot
+STOCK = object()
+"""The synthesis graph's answer when stock code synthesizes (no retrieved node)."""
+
+
+@dataclass
+class QueryState:
+    """One query's bundle, and its retrieved nodes once known (the response's source nodes,
+    and what stock synthesis answers from when a plan does not fit)."""
+
+    bundle: QueryBundle
+    nodes: list[Any] | None = None
 
 
 class WrappedQueryEngine(BaseQueryEngine):
@@ -42,7 +61,8 @@ class WrappedQueryEngine(BaseQueryEngine):
         from accel.session import get_session
 
         self._original = original
-        self._session = get_session(policy=policy, disabled_passes=disabled_passes)
+        self._session = get_session(policy=policy)
+        self._disabled = tuple(disabled_passes)
         self._retrieval: RetrievalPlan = plan_retrieval(original._retriever, original._node_postprocessors)
         self._synthesis, self._synth_opaque = self._plan_synthesis(original._response_synthesizer)
         self._templates: dict[Hashable, Any] = {}
@@ -66,6 +86,11 @@ class WrappedQueryEngine(BaseQueryEngine):
         name = binding.engine.bind(self._session)
         return SynthesisPlan(synth, synth._llm, binding, name, lambda: self._session.get_engine(name)), None
 
+    @property
+    def _one_graph(self) -> bool:
+        """Whether synthesis runs inside the query's graph (lowered, not streaming)."""
+        return self._synthesis is not None and not self._synthesis.streaming
+
     def _pass_context(self) -> PassContext:
         if self._synthesis is None:
             return PassContext(profiles=self._session.pass_profiles())
@@ -75,19 +100,55 @@ class WrappedQueryEngine(BaseQueryEngine):
     def _template(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
         found = self._templates.get(key)
         if found is None:
-            found = self._session.template(("llamaindex", self._wrap_id, *key), build, context=self._pass_context())
+            found = self._session.template(("llamaindex", self._wrap_id, *key), build, context=self._pass_context(),
+                                           disabled_passes=self._disabled)
             self._templates[key] = found
         return found
 
     def _retrieval_template(self) -> Any:
+        """Retrieval alone (a streaming or opaque synthesizer answers after it)."""
         def build() -> Any:
-            self._retrieval.lowered.clear()
-            self._retrieval.opaque.clear()
             b = GraphBuilder()
-            b.output(self._retrieval.build(b, self._session))
+            b.output(self._build_retrieval(b))
             return b.build()
 
         return self._template(("retrieve",), build)
+
+    def _build_retrieval(self, b: GraphBuilder) -> Any:
+        self._retrieval.lowered.clear()
+        self._retrieval.opaque.clear()
+        return self._retrieval.build(b, self._session)
+
+    def _query_template(self) -> Any:
+        """The whole query: retrieval, the synthesis plan, and an Expand node running it."""
+        synthesis = self._synthesis
+        assert synthesis is not None
+        representative = synthesis.representative(self._template)  # built first: templates do not nest builds
+
+        def build() -> Any:
+            b = GraphBuilder()
+            nodes = self._build_retrieval(b)
+            state = b.input("state")
+            plan = b.add(Kind.CALL, "synthesis.plan", inputs={"state": state, "nodes": nodes}, op=CallOp(self._plan))
+            answer = b.add(Kind.EXPAND, "synthesize", inputs={"plan": plan, QUERY_PORT: Ref(QUERY_PORT)},
+                           attrs=synthesis.expand_attrs(), op=RunPlanned((representative,)))
+            b.output(b.add(Kind.CALL, "synthesis.finish", inputs={"plan": plan, "answer": answer},
+                           op=CallOp(_finish, blocking=False)))
+            return b.build()
+
+        return self._template(("query",), build)
+
+    def _plan(self, state: QueryState, nodes: list[Any]) -> SubRun:
+        """The synthesis plan node: the synthesizer's own repacking of the retrieved text picks
+        the sub-graph (run in a worker thread, in the query's context)."""
+        state.nodes = nodes
+        synthesis = self._synthesis
+        assert synthesis is not None
+        if not nodes:
+            return SubRun(self._template(("const",), synthesis.const_graph), {"value": STOCK})
+        events.synthesis_started(synthesis.synthesizer, state.bundle, nodes)
+        with events.under("get_response"):
+            return synthesis.plan(state.bundle.query_str, _texts(nodes), self._template)
 
     # ---- queries ------------------------------------------------------------------------------
 
@@ -115,64 +176,61 @@ class WrappedQueryEngine(BaseQueryEngine):
         return WrappedRun(app=type(self._original).__name__, session=self._session)
 
     def _query_lowered(self, query_bundle: QueryBundle) -> Any:
+        synth = self._original._response_synthesizer
         if not self._lowerable(query_bundle):
             return self._original._query(query_bundle)
-        nodes = self._session.run(self._retrieval_template(), {"query": query_bundle.query_str})
-        return self._drive_sync(query_bundle, nodes)
+        if not self._one_graph:
+            nodes = self._session.run(self._retrieval_template(), {QUERY_PORT: query_bundle.query_str})
+            return self._after_retrieval(query_bundle, nodes, self._run_streamed)
+        state = QueryState(query_bundle)
+        try:
+            text = self._session.run(self._query_template(), {QUERY_PORT: query_bundle.query_str, "state": state})
+        except PlanMismatch as err:
+            if state.nodes is None:
+                raise
+            events.synthesis_abandoned(err)
+            text = STOCK
+        if text is STOCK:
+            return synth.synthesize(query=query_bundle, nodes=state.nodes)
+        return self._respond(query_bundle, text, state.nodes)
 
     async def _aquery_lowered(self, query_bundle: QueryBundle) -> Any:
+        synth = self._original._response_synthesizer
         if not self._lowerable(query_bundle):
             return await self._original._aquery(query_bundle)
-        nodes = await self._session.arun(self._retrieval_template(), {"query": query_bundle.query_str})
-        return await self._drive_async(query_bundle, nodes)
+        if not self._one_graph:
+            nodes = await self._session.arun(self._retrieval_template(), {QUERY_PORT: query_bundle.query_str})
+            if self._synthesis is None or not nodes:
+                return await synth.asynthesize(query=query_bundle, nodes=nodes)
+            return self._after_retrieval(query_bundle, nodes, self._arun_streamed)
+        state = QueryState(query_bundle)
+        try:
+            text = await self._session.arun(self._query_template(), {QUERY_PORT: query_bundle.query_str, "state": state})
+        except PlanMismatch as err:
+            if state.nodes is None:
+                raise
+            events.synthesis_abandoned(err)
+            text = STOCK
+        if text is STOCK:
+            return await synth.asynthesize(query=query_bundle, nodes=state.nodes)
+        return self._respond(query_bundle, text, state.nodes)
 
-    def _synthesis_steps(self, query_bundle: QueryBundle, nodes: list[Any]) -> Generator[Any, Any, Any] | None:
+    def _after_retrieval(self, query_bundle: QueryBundle, nodes: list[Any], tokens: Callable[[StreamedRun], Any]) -> Any:
+        """A synthesizer outside the query graph: stock code (not lowered, or nothing
+        retrieved), else a streaming plan whose final call's tokens are the response's."""
+        synth = self._original._response_synthesizer
         if self._synthesis is None or not nodes:
-            return None
-        texts = [n.node.get_content(metadata_mode=MetadataMode.LLM) for n in nodes]
-        return self._synthesis.steps(query_bundle.query_str, texts, self._template)
-
-    def _drive_sync(self, query_bundle: QueryBundle, nodes: list[Any]) -> Any:
-        synth = self._original._response_synthesizer
-        steps = self._synthesis_steps(query_bundle, nodes)
-        if steps is None:
             return synth.synthesize(query=query_bundle, nodes=nodes)
         events.synthesis_started(synth, query_bundle, nodes)
-        try:
-            text = _run_steps(steps, self._run_step)
-        except PlanMismatch as err:
-            events.synthesis_abandoned(err)
-            return synth.synthesize(query=query_bundle, nodes=nodes)
-        return self._respond(query_bundle, text, nodes)
+        with events.under("get_response"):
+            run = self._synthesis.streamed(query_bundle.query_str, _texts(nodes), self._template)
+        return self._respond(query_bundle, run if isinstance(run, str) else tokens(run), nodes)
 
-    async def _drive_async(self, query_bundle: QueryBundle, nodes: list[Any]) -> Any:
-        synth = self._original._response_synthesizer
-        steps = self._synthesis_steps(query_bundle, nodes)
-        if steps is None:
-            return await synth.asynthesize(query=query_bundle, nodes=nodes)
-        events.synthesis_started(synth, query_bundle, nodes)
-        try:
-            step = next(steps)
-            while True:
-                step = steps.send(await self._arun_step(step))
-        except StopIteration as done:
-            text = done.value
-        except PlanMismatch as err:
-            events.synthesis_abandoned(err)
-            return await synth.asynthesize(query=query_bundle, nodes=nodes)
-        return self._respond(query_bundle, text, nodes)
+    def _run_streamed(self, run: StreamedRun) -> Any:
+        return run.tokens(self._session)
 
-    def _run_step(self, step: Any) -> Any:
-        """A synthesis graph run, or for a streaming synthesizer the final call's token generator
-        (the response then is a StreamingResponse, as stock's)."""
-        if isinstance(step, StreamedRun):
-            return step.tokens(self._session)
-        return self._session.run(*step)
-
-    async def _arun_step(self, step: Any) -> Any:
-        if isinstance(step, StreamedRun):
-            return step.atokens(self._session)
-        return await self._session.arun(*step)
+    def _arun_streamed(self, run: StreamedRun) -> Any:
+        return run.atokens(self._session)
 
     def _respond(self, query_bundle: QueryBundle, text: Any, nodes: list[Any]) -> Any:
         response = self._original._response_synthesizer._prepare_response_output(text, list(nodes))
@@ -191,28 +249,29 @@ class WrappedQueryEngine(BaseQueryEngine):
         raise NotImplementedError("accel.wrap: update the prompts on the original query engine, then wrap it again")
 
     def explain(self) -> str:
-        """What runs as primitives, what stays opaque and why, and the retrieval e-graph."""
-        template = self._retrieval_template()
+        """What runs as primitives, what stays opaque and why, and the query's e-graph."""
+        template = self._query_template() if self._one_graph else self._retrieval_template()
         lines = [f"accel.wrap({type(self._original).__name__})", "lowered:"]
         lines += [f"  - {item}" for item in self._retrieval.lowered]
         if self._synthesis is not None:
             lines.append(f"  - {self._synthesis.kind} on {type(self._synthesis.llm).__name__} -> Prefill/Decode pairs "
-                         "(planned per query from the retrieved text; refine chained, tree levels batched)"
-                         + ("; the final call's tokens stream from the runtime" if self._synthesis.streaming else ""))
+                         + ("(planned per query from the retrieved text; refine chained, tree levels batched), run inside "
+                            "the query by an Expand node" if self._one_graph else
+                            "after retrieval; the final call's tokens stream from the runtime"))
         opaque = [*self._retrieval.opaque, *([self._synth_opaque] if self._synth_opaque else [])]
         lines.append("opaque (run as-is):" if opaque else "opaque: none")
         lines += [f"  - {u.component}: {u.reason}" for u in opaque]
         graph = template.graph
-        lines.append(f"retrieval e-graph: {len(graph)} nodes, passes {graph.meta['passes']}")
+        lines.append(f"{'query' if self._one_graph else 'retrieval'} e-graph: {len(graph)} nodes, passes {graph.meta['passes']}")
         lines += [f"  {name} [{template.nodes[i].kind}] depth {template.depth[i]}" for i, name in enumerate(template.order)]
         lines += [f"  note: {note}" for note in graph.meta["notes"]]
         return "\n".join(lines)
 
 
-def _run_steps(steps: Generator[Any, Any, Any], run: Callable[[Any], Any]) -> Any:
-    try:
-        step = next(steps)
-        while True:
-            step = steps.send(run(step))
-    except StopIteration as done:
-        return done.value
+def _texts(nodes: list[Any]) -> list[str]:
+    return [n.node.get_content(metadata_mode=MetadataMode.LLM) for n in nodes]
+
+
+def _finish(plan: SubRun, answer: Any) -> Any:
+    """The response text from the synthesis sub-graph's value, as the synthesizer makes it."""
+    return answer if answer is STOCK else plan.finish(answer)

@@ -1,24 +1,32 @@
-"""Lowering response synthesis to Prefill/Decode pairs.
+"""Lowering response synthesis to Prefill/Decode pairs that run inside the query's graph.
 
-How many LLM calls a synthesizer makes depends on the retrieved text (repacking into the
-context window), so synthesis is planned per query with LlamaIndex's own repacking code and
-run as small cached graphs keyed by their shape:
+How many LLM calls a synthesizer makes depends on the retrieved text (LlamaIndex repacks it
+into the context window), so a query's graph ends in
 
-- `calls(n)`: n independent pairs (one call; accumulate; one tree_summarize level) — siblings
-  at the same depth, so the engine scheduler batches them;
-- `chain(n)`: compact / refine as n chained pairs, each prompt holding the previous answer;
-  the static part before the answer is prefilled early by the prefill-split pass.
+    nodes -> Call(plan: the synthesizer's own repacking code) -> Expand(synthesize) -> Call(finish)
 
-`steps(...)` is a generator that yields `(template, inputs)` and receives each result, so one
-plan serves both the sync and the async entry points. A streaming synthesizer (compact, refine,
-simple_summarize) yields one `StreamedRun` instead: a graph whose output is the final call's
-text, which the driver turns into the response's token generator.
+and the Expand node runs the sub-template the plan picks, inside the same query run (same
+query id, engine schedulers, trace and cancellation). Sub-templates are cached by shape:
+
+- `calls(n)`: n independent pairs (one call; accumulate) -- siblings at the same depth, so the
+  engine scheduler batches them;
+- `chain(n)`: compact / refine as n chained pairs, each prompt holding the previous answer (the
+  static part before the answer is prefilled early by the prefill-split pass);
+- `level(n)`: one tree_summarize level, n pairs side by side; with n > 1 it ends in a plan of
+  the next level and an Expand running it, so every level stays inside the query.
+
+The Expand node carries the parts of the synthesizer's first prompt (`prompt_parts`, and the
+LLM engine in `prefill_engine`): the prefill-split pass then warms that prompt's static head
+(instructions, the query) while retrieval runs, Teola's retrieval/prefill overlap.
+
+A streaming synthesizer (compact, refine, simple_summarize) is planned by `streamed` into one
+`StreamedRun`: a graph whose output is the final call's text, streamed as the response's tokens.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from accel.engines.base import GenerationRequest
@@ -33,8 +41,33 @@ EMPTY = "Empty Response"
 LOWERED_SYNTHESIZERS = ("CompactAndRefine", "Refine", "SimpleSummarize", "TreeSummarize", "Accumulate")
 STREAMED_SYNTHESIZERS = ("CompactAndRefine", "Refine", "SimpleSummarize")
 
-Step = Generator[tuple[Any, dict[str, Any]] | StreamedRun, Any, Any]
 TemplateFor = Callable[[tuple[Any, ...], Callable[[], Any]], Any]
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+@dataclass(frozen=True)
+class SubRun:
+    """A synthesis sub-graph to run: its template and inputs, and how the synthesizer turns
+    the graph's value into its response text (`finish`)."""
+
+    template: Any
+    inputs: dict[str, Any]
+    finish: Callable[[Any], Any] = _same
+
+
+@dataclass(frozen=True)
+class RunPlanned:
+    """Expand op: run the sub-template of the `SubRun` on port `plan`. `templates` lists one
+    the plan may pick, so the session starts its engine before the query."""
+
+    templates: tuple[Any, ...] = field(default=())
+
+    async def expand(self, values: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        run: SubRun = values["plan"]
+        return run.template, run.inputs
 
 
 @dataclass(frozen=True)
@@ -76,6 +109,27 @@ class SynthesisPlan:
     def kind(self) -> str:
         return type(self.synthesizer).__name__
 
+    @property
+    def streaming(self) -> bool:
+        return bool(getattr(self.synthesizer, "_streaming", False))
+
+    # ---- the query graph's synthesis part ----------------------------------------------------
+
+    def first_template(self) -> Any:
+        """The prompt template of the synthesizer's first LLM call(s)."""
+        synth = self.synthesizer
+        return synth._summary_template if self.kind == "TreeSummarize" else synth._text_qa_template
+
+    def expand_attrs(self) -> dict[str, Any]:
+        """The Expand node's attributes: its first prompt's parts, for the prefill-split pass."""
+        parts = prompt_parts(self.llm, self.first_template(), self.binding.chat)
+        return {} if parts is None else {"prompt_parts": parts, "prefill_engine": self.engine_name}
+
+    def representative(self, template_for: TemplateFor) -> Any:
+        """A sub-template the plan may pick (one call of the first prompt): the Expand op lists
+        it so that the LLM engine is started before the query."""
+        return self._calls(self.first_template(), 1, "context_str", template_for)
+
     # ---- graphs -------------------------------------------------------------------------------
 
     def _pair(self, b: GraphBuilder, name: str, op: Any, template: Any, inputs: dict[str, Ref]) -> Ref:
@@ -90,14 +144,37 @@ class SynthesisPlan:
         return b.add(Kind.DECODE, f"{name}.decode", engine=self.engine_name, inputs={"prompt": prompt},
                      attrs={"params": self.binding.params}, op=decode)
 
-    def calls_graph(self, template: Any, n: int, port: str) -> Any:
-        """n independent calls of `template`, call i reading chunks[i] into `port`."""
-        b = GraphBuilder()
+    def _answers(self, b: GraphBuilder, template: Any, n: int, port: str) -> Ref:
         query, chunks = b.input(QUERY_PORT), b.input("chunks")
         op = LlamaPromptOp(self.llm, template, self.binding.chat)
         answers = {f"a{i}": self._pair(b, f"call{i}", op, template, {QUERY_PORT: query, port: Ref(chunks.node, i)})
                    for i in range(n)}
-        b.output(b.add(Kind.AGGREGATE, "answers", inputs=answers, op=GatherOp("list")))
+        return b.add(Kind.AGGREGATE, "answers", inputs=answers, op=GatherOp("list"))
+
+    def calls_graph(self, template: Any, n: int, port: str) -> Any:
+        """n independent calls of `template`, call i reading chunks[i] into `port`."""
+        b = GraphBuilder()
+        b.output(self._answers(b, template, n, port))
+        return b.build()
+
+    def level_graph(self, n: int, template_for: TemplateFor) -> Any:
+        """One tree_summarize level over n chunks: the summaries side by side; the last level's
+        one summary is the answer, otherwise the next level is planned from the summaries (the
+        synthesizer's own repacking) and run by an Expand node."""
+        b = GraphBuilder()
+        answers = self._answers(b, self.synthesizer._summary_template, n, "context_str")
+        if n == 1:
+            b.output(b.add(Kind.CALL, "answer", inputs={"answers": answers}, op=CallOp(lambda answers: answers[0], blocking=False)))
+            return b.build()
+        query = Ref(QUERY_PORT)
+
+        def next_level(query: str, answers: list[str]) -> SubRun:
+            events.level_started(self.synthesizer, query, answers)
+            with events.under("get_response"):
+                return self._level(query, answers, template_for)
+
+        plan = b.add(Kind.CALL, "next", inputs={QUERY_PORT: query, "answers": answers}, op=CallOp(next_level))
+        b.output(b.add(Kind.EXPAND, "level", inputs={"plan": plan}, op=RunPlanned()))
         return b.build()
 
     def chain_graph(self, n: int, *, streaming: bool = False) -> Any:
@@ -120,51 +197,55 @@ class SynthesisPlan:
         b.output(answer)
         return b.build()
 
+    @staticmethod
+    def const_graph() -> Any:
+        """A sub-graph that answers its input `value` (a synthesis with nothing to call)."""
+        b = GraphBuilder()
+        b.output(b.input("value"))
+        return b.build()
+
     # ---- per-query plans ----------------------------------------------------------------------
 
-    @property
-    def streaming(self) -> bool:
-        return bool(getattr(self.synthesizer, "_streaming", False))
-
-    def steps(self, query: str, texts: list[str], template_for: TemplateFor) -> Step:
-        """Yield graph runs; return the response text exactly as the synthesizer's get_response
-        (for a streaming synthesizer: the token generator the driver sends back)."""
+    def plan(self, query: str, texts: list[str], template_for: TemplateFor) -> SubRun:
+        """The sub-graph answering `query` from `texts` as the synthesizer's `get_response` would
+        (its `finish` gives the response text exactly as stock's)."""
         synth, llm, kind = self.synthesizer, self.llm, self.kind
-        if self.streaming:
-            chunks = [self._summary_text(query, texts)] if kind == "SimpleSummarize" else self._refine_chunks(query, texts)
-            if not chunks:
-                return EMPTY
-            graph = template_for(("stream", len(chunks)), lambda: self.chain_graph(len(chunks), streaming=True))
-            return (yield StreamedRun(graph, {QUERY_PORT: query, "chunks": chunks},
-                                      lambda: synth.get_response(query, texts), lambda: synth.aget_response(query, texts)))
         if kind in ("CompactAndRefine", "Refine"):
             chunks = self._refine_chunks(query, texts)
             if not chunks:
-                return EMPTY
-            answer = yield template_for(("chain", len(chunks)), lambda: self.chain_graph(len(chunks))), \
-                {QUERY_PORT: query, "chunks": chunks}
-            return answer or EMPTY
+                return SubRun(template_for(("const",), self.const_graph), {"value": EMPTY})
+            return SubRun(template_for(("chain", len(chunks)), lambda: self.chain_graph(len(chunks))),
+                          {QUERY_PORT: query, "chunks": chunks}, _or_empty)
         if kind == "SimpleSummarize":
-            template = synth._text_qa_template
             chunk = self._summary_text(query, texts)
-            [answer] = yield self._calls(template, 1, "context_str", template_for), {QUERY_PORT: query, "chunks": [chunk]}
-            return answer or EMPTY
+            return SubRun(self._calls(synth._text_qa_template, 1, "context_str", template_for),
+                          {QUERY_PORT: query, "chunks": [chunk]}, _first_or_empty)
         if kind == "Accumulate":
             template = synth._text_qa_template
             partial = template.partial_format(query_str=query)
             chunks = [c for text in texts for c in synth._prompt_helper.repack(partial, [text], llm=llm)]
-            outputs = yield self._calls(template, len(chunks), "context_str", template_for), {QUERY_PORT: query, "chunks": chunks}
-            return synth._format_response(outputs, "\n---------------------\n")
+            return SubRun(self._calls(template, len(chunks), "context_str", template_for),
+                          {QUERY_PORT: query, "chunks": chunks}, lambda outputs: synth._format_response(outputs, "\n---------------------\n"))
         if kind == "TreeSummarize":
-            template = synth._summary_template
-            while True:
-                chunks = synth._prompt_helper.repack(template.partial_format(query_str=query), text_chunks=texts, llm=llm)
-                outputs = yield self._calls(template, len(chunks), "context_str", template_for), {QUERY_PORT: query, "chunks": chunks}
-                if len(chunks) == 1:
-                    return outputs[0]
-                texts = outputs
-                events.level_started(synth, query, texts)
+            return self._level(query, texts, template_for)
         raise PlanMismatch("llamaindex", f"no lowering for {kind}", "answered by stock code")
+
+    def _level(self, query: str, texts: list[str], template_for: TemplateFor) -> SubRun:
+        synth = self.synthesizer
+        chunks = synth._prompt_helper.repack(synth._summary_template.partial_format(query_str=query), text_chunks=texts, llm=self.llm)
+        n = len(chunks)
+        return SubRun(template_for(("level", n), lambda: self.level_graph(n, template_for)), {QUERY_PORT: query, "chunks": chunks})
+
+    def streamed(self, query: str, texts: list[str], template_for: TemplateFor) -> StreamedRun | str:
+        """A streaming synthesizer's plan: the run whose final call's tokens are the response's
+        (or the empty response when there is nothing to answer from)."""
+        synth = self.synthesizer
+        chunks = [self._summary_text(query, texts)] if self.kind == "SimpleSummarize" else self._refine_chunks(query, texts)
+        if not chunks:
+            return EMPTY
+        graph = template_for(("stream", len(chunks)), lambda: self.chain_graph(len(chunks), streaming=True))
+        return StreamedRun(graph, {QUERY_PORT: query, "chunks": chunks},
+                           lambda: synth.get_response(query, texts), lambda: synth.aget_response(query, texts))
 
     def _refine_chunks(self, query: str, texts: list[str]) -> list[str]:
         """The chunks compact / refine answer over, packed by the synthesizer's own code."""
@@ -186,6 +267,14 @@ class SynthesisPlan:
 
     def _calls(self, template: Any, n: int, port: str, template_for: TemplateFor) -> Any:
         return template_for(("calls", id(template), n), lambda: self.calls_graph(template, n, port))
+
+
+def _or_empty(answer: Any) -> Any:
+    return answer or EMPTY
+
+
+def _first_or_empty(answers: list[Any]) -> Any:
+    return answers[0] or EMPTY
 
 
 def _first_answer(new: str) -> str:
