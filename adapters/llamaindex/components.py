@@ -61,7 +61,7 @@ class Lowering:
         return lowered
 
     def retriever(self, retriever: Any, where: str) -> Any:
-        lowered = lower_retriever(retriever, self.session)
+        lowered = lower_retriever(retriever, self.session, self.disabled_passes)
         if lowered is None:
             return retriever
         self.lowered.append(f"{where}: {_name(retriever)} -> " + "; ".join(info(lowered).lowered))
@@ -72,13 +72,13 @@ def wrap_object(obj: Any, *, policy: str = "topology", disabled_passes: tuple[st
     """The drop-in for any LlamaIndex object with a query / chat / retrieve / run entry point."""
     from accel.session import get_session
 
-    session = get_session(policy=policy, disabled_passes=disabled_passes)
+    session = get_session(policy=policy)  # one session for every app: their requests batch together
     lower = Lowering(session, policy, tuple(disabled_passes))
     replace: dict[str, Any] = {}
     overrides: dict[str, Any] = {}
     core = "llama_index.core"
     if _is(obj, f"{core}.base.base_retriever", "BaseRetriever"):
-        lowered = lower_retriever(obj, session)
+        lowered = lower_retriever(obj, session, tuple(disabled_passes))
         if lowered is not None:
             return lowered
     elif _is(obj, f"{core}.chat_engine", "CondenseQuestionChatEngine"):

@@ -1,16 +1,17 @@
 """QueryFusionRetriever: the expanded queries' embeddings and searches as batched primitives.
 
-With its LLM bound to a vLLM server, query generation is decode-pipelined:
+With its LLM bound to a vLLM server, query generation is a Decode marked splittable:
 
-    Input(query) -> Call(prompt) -> PartialDecode(the original query, then each generated line
-                                    as soon as its newline arrives)
-                 -> per sub-retriever, per item: Embed -> Search
+    Input(query) -> Call(prompt) -> Decode(the original query, then the generated lines)
+                 -> per sub-retriever: Embed -> Search (over the query list)
                  -> Call(fuse: the retriever's own fusion) -> nodes
 
-so the first generated query is embedded and searched while the next ones decode, and the
-decode is aborted once the retriever has the `num_queries - 1` lines it keeps. Otherwise the
-generation stays the retriever's own call (an opaque Call) and all queries share one Embed and
-one Search per sub-retriever. Either way, the queries and the fused nodes are the stock ones,
+and the decode-pipelining pass streams it (a PartialDecode whose items are the original query,
+then each generated line as soon as its newline arrives, the request aborted once the
+retriever has the `num_queries - 1` lines it keeps), mapping Embed and Search onto it, so the
+first generated query is embedded and searched while the next ones decode. Otherwise the
+generation stays the retriever's own call (an opaque Call). Either way all queries share one
+Embed and one Search per sub-retriever unless a pass splits them. Either way, the queries and the fused nodes are the stock ones,
 and the nodes report the retriever's spans and events as they run (`events`): the fusion's
 `retrieve`, the generation's `complete`, and each query's sub-retrieval with its embedding.
 """
@@ -20,14 +21,10 @@ from __future__ import annotations
 from typing import Any
 
 from accel.ir import CallOp, GraphBuilder, ItemsOp, Kind, Ref
-from accel.passes.streams import pipeline_from
 
 from . import events
 from .bindings import Unbound, bind_embedding, bind_llm, bind_vector_store
 from .query_lines import QueryLinesOp, query_prompt
-
-PASS_NAME = "llamaindex_fusion"
-
 
 def is_fusion(retriever: Any) -> bool:
     return type(retriever).__name__ == "QueryFusionRetriever"
@@ -47,7 +44,7 @@ def lower_fusion(b: GraphBuilder, retriever: Any, query: Ref, session: Any, scor
             if isinstance(binding, Unbound):
                 return Unbound("QueryFusionRetriever", f"sub-retriever: {binding.component}: {binding.reason}")
         bound.append((sub, embed, search))
-    queries, streamed = _expand(b, retriever, query, session)
+    queries = _expand(b, retriever, query, session)
     hits: dict[str, Ref] = {}
     for i, (sub, embed, search) in enumerate(bound):
         s = b.scope(f"r{i}")
@@ -67,14 +64,11 @@ def lower_fusion(b: GraphBuilder, retriever: Any, query: Ref, session: Any, scor
                 results[(text, i)] = events.retrieval_ended(nodes, key=("sub", i, text))
         return events.retrieval_ended(_fuse(retriever, results))
 
-    fused = b.add(Kind.CALL, "fuse", inputs={"queries": queries, **hits}, op=CallOp(fuse))
-    if streamed:
-        pipeline_from(b.graph, queries.node, PASS_NAME)
-    return fused
+    return b.add(Kind.CALL, "fuse", inputs={"queries": queries, **hits}, op=CallOp(fuse))
 
 
-def _expand(b: GraphBuilder, retriever: Any, query: Ref, session: Any) -> tuple[Ref, bool]:
-    """The query list: a streamed decode when the retriever's LLM is bound, else its own call."""
+def _expand(b: GraphBuilder, retriever: Any, query: Ref, session: Any) -> Ref:
+    """The query list: a splittable decode when the retriever's LLM is bound, else its own call."""
     llm = bind_llm(retriever._llm) if retriever.num_queries > 1 else None
     if llm is None or isinstance(llm, Unbound) or llm.fill_max_tokens:
 
@@ -83,7 +77,7 @@ def _expand(b: GraphBuilder, retriever: Any, query: Ref, session: Any) -> tuple[
             with events.under("retrieve"):
                 return _queries(retriever, query)
 
-        return b.add(Kind.CALL, "expand", inputs={"query": query}, op=CallOp(expand)), False
+        return b.add(Kind.CALL, "expand", inputs={"query": query}, op=CallOp(expand))
 
     def expand_prompt(query: str) -> str | list[dict[str, str]]:
         events.retrieval_started(retriever)
@@ -91,8 +85,8 @@ def _expand(b: GraphBuilder, retriever: Any, query: Ref, session: Any) -> tuple[
 
     prompt = b.add(Kind.CALL, "expand.prompt", inputs={"query": query}, op=CallOp(expand_prompt, blocking=False))
     op = QueryLinesOp(llm.params, retriever.num_queries - 1, retriever._llm)
-    return b.add(Kind.PARTIAL_DECODE, "expand", engine=llm.engine.bind(session), inputs={"prompt": prompt, "query": query},
-                 attrs={"streams": True, "params": llm.params}, op=op), True
+    return b.add(Kind.DECODE, "expand", engine=llm.engine.bind(session), inputs={"prompt": prompt, "query": query},
+                 attrs={"splittable": "query lines", "params": llm.params}, op=op)
 
 
 def _queries(retriever: Any, query: str) -> list[str]:

@@ -26,7 +26,7 @@ import llama_index.core.instrumentation as instrument
 from accel.passes import PassContext
 
 from .bindings import Unbound
-from .ingestion import IngestPlan, build_ingest_graph, micro_batch_size, plan_ingestion, stage_nodes
+from .ingestion import IngestPlan, build_ingest_graph, plan_ingestion, stage_nodes
 
 dispatcher = instrument.get_dispatcher(__name__)
 _wrap_ids = itertools.count()
@@ -38,34 +38,34 @@ class _Lowered:
     def __init__(self, policy: str, disabled_passes: tuple[str, ...]) -> None:
         from accel.session import get_session
 
-        self._session = get_session(policy=policy, disabled_passes=disabled_passes)
+        self._session = get_session(policy=policy)
+        self._disabled = disabled_passes
         self._wrap_id = next(_wrap_ids)
         self._templates: dict[Any, Any] = {}
 
     def _template(self, key: Any, plan: IngestPlan) -> Any:
         found = self._templates.get(key)
         if found is None:
-            embed_name = plan.binding.engine.bind(self._session)
-            size = micro_batch_size(self._session.get_engine(embed_name), plan.binding)
-
             def run_prefix(documents: list[Any], options: dict[str, Any]) -> Any:
                 return stage_nodes(documents, plan, options["cache"], options["collection"], options["kwargs"])
 
             def build() -> Any:
-                return build_ingest_graph(plan, self._session, size, run_prefix)
+                return build_ingest_graph(plan, self._session, run_prefix)
 
-            found = self._session.template(("llamaindex-ingest", self._wrap_id, key), build, context=PassContext(profiles=self._session.pass_profiles()))
+            found = self._session.template(("llamaindex-ingest", self._wrap_id, key), build,
+                                           context=PassContext(profiles=self._session.pass_profiles()),
+                                           disabled_passes=self._disabled)
             self._templates[key] = found
         return found
 
-    @staticmethod
-    def _describe(title: str, plan: IngestPlan | Unbound, template: Any | None) -> str:
+    def _describe(self, title: str, plan: IngestPlan | Unbound, template: Any | None) -> str:
         if isinstance(plan, Unbound):
             return f"{title}: opaque, run as-is ({plan.component}: {plan.reason})"
         names = [type(t).__name__ for t in plan.prefix] or ["none"]
         lines = [title, "lowered:",
                  f"  - transformations {', '.join(names)} -> Call (run as-is)",
-                 f"  - {type(plan.embed_model).__name__} -> Embed (micro-batched)"]
+                 f"  - {type(plan.embed_model).__name__} -> Embed "
+                 + ("(whole: stage_decompose disabled)" if "stage_decompose" in self._disabled else "(micro-batched)")]
         lines.append(f"  - {type(plan.store).__name__}.add -> Ingest" if plan.store is not None
                      else "  - the index constructor stores the embedded nodes (its own code)")
         if template is not None:

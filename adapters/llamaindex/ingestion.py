@@ -1,13 +1,14 @@
 """Ingestion as primitives (Teola's indexing): documents -> node parser -> Embed -> Ingest.
 
     Input(documents) -> Call(transform: the app's node parsers, run as-is)
-                     -> Embed(chunk texts; micro-batches of the embedder's max efficient batch)
+                     -> Embed(chunk texts)
                      -> Call(attach: node.embedding, the stock embedding events)
                      -> Ingest(one store.add() per ingestion)  -> Output(nodes)
 
-The embedder is shared with every wrapped app, so the micro-batches of a large upload
-interleave with the query embeddings of concurrent questions instead of holding the model for
-the whole upload. The node parsers stay opaque Calls (their ids, text and metadata are the
+The embedder is shared with every wrapped app. The Embed is a plain one: the stage-decomposition
+pass cuts it into micro-batches of the embedder's measured max efficient batch for chunks, so a
+large upload interleaves with the query embeddings of concurrent questions instead of holding
+the model for the whole upload (`disabled_passes=["stage_decompose"]` keeps it whole). The node parsers stay opaque Calls (their ids, text and metadata are the
 stock ones by construction); rows are written by the store's own `add()` (`VectorStoreWriter`),
 so the table layout is the app's own. Ingest reads the whole embedded list: an upload whose
 embedding fails writes nothing, as stock.
@@ -21,12 +22,9 @@ from typing import Any
 
 from accel.adapters.common.bindings import EngineSpec
 from accel.ir import CallOp, GraphBuilder, ItemsOp, Kind
-from accel.passes.streams import flatten_readers
 
 from .bindings import EmbedBinding, Unbound, bind_embedding
 from .writer import VectorStoreWriter, raise_failures
-
-PASS_NAME = "llamaindex_ingest"
 
 
 @dataclass
@@ -60,18 +58,7 @@ def plan_ingestion(transformations: list[Any], embed_model: Any | None, store: A
     return IngestPlan(prefix, model, binding, store, in_pipeline)
 
 
-def micro_batch_size(engine: Any, binding: EmbedBinding) -> int:
-    """The embedder's measured max efficient batch for chunks (`accel profile`), else the app's
-    own `embed_batch_size`."""
-    from accel.engines.profile import load_max_batches
-
-    limits = load_max_batches()
-    name = getattr(engine, "name", "")
-    return int(limits.get(f"{name}/chunk") or limits.get(name) or binding.batch_size)
-
-
-def build_ingest_graph(plan: IngestPlan, session: Any, micro_batch: int,
-                       run_prefix: Callable[..., Any]) -> Any:
+def build_ingest_graph(plan: IngestPlan, session: Any, run_prefix: Callable[..., Any]) -> Any:
     """The p-graph of one ingestion; `run_prefix(documents=..., options=...)` runs the opaque
     transformations and returns the nodes to embed (and the transformation cache state)."""
     b = GraphBuilder()
@@ -80,7 +67,6 @@ def build_ingest_graph(plan: IngestPlan, session: Any, micro_batch: int,
     texts = b.add(Kind.CALL, "texts", inputs={"staged": staged}, op=CallOp(_texts, blocking=False))
     binding = plan.binding
     embed = b.add(Kind.EMBED, "embed", engine=binding.engine.bind(session), inputs={"texts": texts},
-                  attrs={"micro_batch": micro_batch, "batch_port": "texts", "streams": True},
                   op=ItemsOp("texts", request=lambda text, _values: binding.text_request(text)))
     attach = _Attach(plan.embed_model, binding.batch_size)
     nodes = b.add(Kind.CALL, "attach", inputs={"staged": staged, "vectors": embed}, op=CallOp(attach))
@@ -93,8 +79,6 @@ def build_ingest_graph(plan: IngestPlan, session: Any, micro_batch: int,
         nodes = b.add(Kind.CALL, "done", inputs={"nodes": nodes, "written": written},
                       op=CallOp(lambda nodes, written: nodes, blocking=False))
     b.output(nodes)
-    flatten_readers(b.graph, embed.node, PASS_NAME)  # Embed's value is a list of slices
-    b.graph.note(PASS_NAME, f"{embed.node} runs in micro-batches of {micro_batch} (the embedder's max efficient batch)")
     return b.build()
 
 

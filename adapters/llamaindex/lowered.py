@@ -89,9 +89,10 @@ def _structure_key(retriever: Any) -> tuple[Any, ...]:
             r._sparse_top_k, r._hybrid_top_k, r._alpha, tuple(r._node_ids or ()), tuple(r._doc_ids or ()))
 
 
-def lower_retriever(retriever: Any, session: Any) -> Any | None:
-    """A drop-in of `retriever` whose retrieval runs on accel's engines, or None when no part
-    of it would be lowered (it then stays the original)."""
+def lower_retriever(retriever: Any, session: Any, disabled_passes: tuple[str, ...] = ()) -> Any | None:
+    """A drop-in of `retriever` whose retrieval runs on accel's engines (its template optimised
+    without `disabled_passes`), or None when no part of it would be lowered (it then stays the
+    original)."""
     from accel.ir import GraphBuilder
 
     plan = plan_retrieval(retriever, [])
@@ -105,7 +106,8 @@ def lower_retriever(retriever: Any, session: Any) -> Any | None:
         _plans[key] = (list(plan.lowered), list(plan.opaque))
         return b.build()
 
-    template = session.template(key, build, context=PassContext(profiles=session.pass_profiles()))
+    template = session.template(key, build, context=PassContext(profiles=session.pass_profiles()),
+                                disabled_passes=disabled_passes)
     plan.lowered[:], plan.opaque[:] = _plans[key]
     if not plan.lowered:
         return None

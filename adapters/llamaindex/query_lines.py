@@ -1,4 +1,4 @@
-"""QueryFusionRetriever's query generation as a streamed decode (decode pipelining).
+"""QueryFusionRetriever's query generation as a splittable decode (streamed by decode pipelining).
 
 The retriever parses the completion as
 
@@ -66,11 +66,10 @@ def query_prompt(retriever: Any, query: str, chat: bool) -> str | list[dict[str,
 
 @dataclass(frozen=True)
 class QueryLinesOp:
-    """PartialDecode of the query-generation call. Items (one-element slices): the original
-    query first, then each generated query as its line completes, at most `limit` of them; the
-    stream is closed (the request aborted) once the retriever has all the lines it keeps.
-    `llm` (the retriever's) names the `complete` call in LlamaIndex's events; its end event
-    carries the text generated until then."""
+    """Decode of the query-generation call; its value is the query list the retriever uses:
+    the original query, then at most `limit` generated ones. `llm` (the retriever's) names the
+    `complete` call in LlamaIndex's events. Splittable: `streamed()` is its PartialDecode form
+    (the decode-pipelining pass decides to use it)."""
 
     params: SamplingParams
     limit: int
@@ -83,23 +82,42 @@ class QueryLinesOp:
             return [GenerationRequest(prompt=prompt, params=self.params)]
         return [GenerationRequest(messages=list(prompt), params=self.params)]
 
+    def output(self, values: dict[str, Any], results: list[Any]) -> list[str]:
+        (generation,) = results
+        events.llm_ended(values["prompt"], generation.text)
+        return [values[QUERY_PORT], *parse_queries(generation.text, self.limit)]
+
+    def streamed(self) -> StreamedQueryLinesOp:
+        return StreamedQueryLinesOp(self)
+
+
+@dataclass(frozen=True)
+class StreamedQueryLinesOp:
+    """PartialDecode of the query-generation call. Items (one-element slices): the original
+    query first, then each generated query as its line completes, at most `limit` of them; the
+    stream is closed (the request aborted) once the retriever has all the lines it keeps. Its
+    `complete` end event carries the text generated until then."""
+
+    inner: QueryLinesOp
+
+    def requests(self, values: dict[str, Any]) -> list[GenerationRequest]:
+        return self.inner.requests(values)
+
     async def stream(self, values: dict[str, Any], chunks: AsyncIterator[GenerationChunk]) -> AsyncIterator[list[str]]:
         yield [values[QUERY_PORT]]
-        lines, emitted, text = QueryLines(), 0, []
+        lines, emitted, text, limit = QueryLines(), 0, [], self.inner.limit
         async with aclosing(chunks) as source:
             async for chunk in source:
                 text.append(chunk.delta)
                 for item in lines.feed(chunk.delta):
                     yield [item]
                     emitted += 1
-                    if emitted == self.limit:
+                    if emitted == limit:
                         events.llm_ended(values["prompt"], "".join(text))
                         return
         events.llm_ended(values["prompt"], "".join(text))
-        for item in lines.close()[: self.limit - emitted]:
+        for item in lines.close()[: limit - emitted]:
             yield [item]
 
     def output(self, values: dict[str, Any], results: list[Any]) -> list[list[str]]:
-        (generation,) = results
-        events.llm_ended(values["prompt"], generation.text)
-        return [[values[QUERY_PORT]], *([q] for q in parse_queries(generation.text, self.limit))]
+        return [[query] for query in self.inner.output(values, results)]

@@ -55,8 +55,8 @@ def _lower_retriever(plan: RetrievalPlan, b: GraphBuilder, query: Ref, session: 
         fused = lower_fusion(b, retriever, query, session, _scored_nodes)
         if not isinstance(fused, Unbound):
             mode = getattr(retriever.mode, "value", retriever.mode)
-            streamed = any(node.kind is Kind.PARTIAL_DECODE for node in b.graph.nodes())
-            generation = "PartialDecode(query lines, pipelined into Embed/Search)" if streamed else "Call(query generation)"
+            decoded = any(node.attrs.get("splittable") for node in b.graph.nodes())
+            generation = "Decode(query lines, splittable: decode_pipeline may stream it into Embed/Search)" if decoded else "Call(query generation)"
             plan.lowered.append(f"QueryFusionRetriever({retriever.num_queries} queries, {mode}) -> "
                                 f"{generation} + batched Embed/Search per sub-retriever + Call(fusion)")
             return fused

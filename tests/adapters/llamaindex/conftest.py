@@ -180,3 +180,18 @@ def recorder():
     finally:
         root.event_handlers.remove(recorder.handler)
         root.span_handlers.remove(recorder.spans)
+
+
+@pytest.fixture(autouse=True)
+def p_graphs_stay_plain():
+    """After each test, every LlamaIndex template the shared session holds was lowered plain:
+    no scheduling decision in its p-graph (the passes own those)."""
+    yield
+    from accel.session import _sessions
+
+    from ..plain_graphs import assert_plain
+
+    for session in list(_sessions.values()):
+        cache = session._templates
+        if cache is not None:
+            assert_plain(t for t in list(cache._templates.values()) if str(t.key[0][0]).startswith("llamaindex"))

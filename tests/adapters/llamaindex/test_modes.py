@@ -82,7 +82,9 @@ def test_query_fusion_retriever(pg_index: Any, memory_index: Any, llm: Any, llm_
                                   similarity_top_k=3, mode=mode, use_async=False)
     engine = RetrieverQueryEngine.from_args(fusion, llm=llm)
     explained = accel.wrap(engine).explain()
-    assert "QueryFusionRetriever(3 queries" in explained and "PartialDecode(query lines" in explained
+    assert "QueryFusionRetriever(3 queries" in explained and "Decode(query lines, splittable" in explained
+    # the decode-pipelining pass, not the adapter, streams the generated queries into Embed/Search
+    assert "decode_pipeline: expand decodes as a stream of query lines items" in explained
     assert "streams item by item" in explained
     compare(engine, llm_proxy)
     in_memory = QueryFusionRetriever([memory_index.as_retriever(similarity_top_k=2)], llm=llm, num_queries=2, use_async=False)

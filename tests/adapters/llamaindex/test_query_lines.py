@@ -55,6 +55,6 @@ async def test_op_streams_the_original_first_and_closes_after_the_last_kept_line
             closed.append(True)
 
     op = QueryLinesOp(SamplingParams(max_tokens=32), limit=2, llm=None)
-    items = [item async for item in op.stream({"query": "original", "prompt": "p"}, deltas())]
+    items = [item async for item in op.streamed().stream({"query": "original", "prompt": "p"}, deltas())]
     assert items == [["original"], ["alpha query"], ["beta query"]]
     assert closed == [True] and sent[-1] == " query\n"  # the rest of the decode is not awaited
