@@ -118,7 +118,6 @@ def share_prefixes(graph: Graph, context: PassContext) -> Graph:
     for (engine, role), members in groups.items():
         common = _common_warm(g, engine, role, members, context)
         by_text: dict[tuple[PromptPart, ...], str] = {}
-        dropped = 0
         for h in members:
             warm = by_text.get(h.parts)
             if warm is None:
@@ -127,17 +126,13 @@ def share_prefixes(graph: Graph, context: PassContext) -> Graph:
                 if common is not None and common != warm:
                     g.add_edge(common, warm, pinned=True)
                 by_text[h.parts] = warm
-            if f"{h.prefill}#warm" in g:
-                # prefill_split's per-query warm-up re-tokenizes the whole ready prefix (three
-                # server round trips for a chat prompt) to warm at most the blocks the query's
-                # own text fills after the head; the head warm-up covers the static part
-                g.remove(f"{h.prefill}#warm")
-                dropped += 1
-            g.add_edge(warm, h.prefill, pinned=True)
+            # the request's own warm-up (prefill_split: the head and the query's ready text,
+            # which may fill blocks of its own) or else the request itself waits for the head
+            target = f"{h.prefill}#warm" if f"{h.prefill}#warm" in g else h.prefill
+            g.add_edge(warm, target, pinned=True)
         g.note(NAME, f"{engine}: {len(members)} prompt(s), {len(by_text)} static head(s) warmed once before their requests"
                + (f", after a common opening of {len(os.path.commonprefix([h.text for h in members]))} characters"
-                  if common is not None else "")
-               + (f"; {dropped} per-query warm-up(s) of the same prompts replaced" if dropped else ""))
+                  if common is not None else ""))
     g.compute_depths()
     return g
 

@@ -45,9 +45,9 @@ async def test_shared_openings_are_warmed_once_before_the_requests_that_share_th
     common = after.node("llm#common-prefix")
     assert common.kind is Kind.PARTIAL_PREFILL and common.inputs == {}  # starts with the query
     assert all(after.is_pinned("llm#common-prefix", h) for h in heads)
-    for name in ("plan", "e1", "e2", "final"):  # each request waits for its head's warm-up,
-        assert after.is_pinned(f"{name}.prefill#head", f"{name}.prefill")
-        assert f"{name}.prefill#warm" not in after  # which replaces the per-query one
+    for name in ("e1", "e2", "final"):  # each request's own warm-up waits for its head
+        assert after.is_pinned(f"{name}.prefill#head", f"{name}.prefill#warm")
+    assert after.is_pinned("plan.prefill#head", "plan.prefill")  # all ready at once: no own warm-up
     out_before, eng_before = await run(before, {"question": "which?"})
     out_after, eng_after = await run(after, {"question": "which?"})
     assert out_after == out_before
@@ -55,7 +55,7 @@ async def test_shared_openings_are_warmed_once_before_the_requests_that_share_th
     assert real == eng_before.requests["llm"]  # the engine sees the same prompts
     warmups = [r.prompt_token_ids for r in eng_after.requests["llm"] if r.prompt_token_ids is not None]
     prompts = [await fake_ctx.tokenize(r.prompt) for r in real]
-    assert len(warmups) == 5  # the common opening and 4 heads
+    assert len(warmups) >= 5  # the common opening, 4 heads (+ per-query warm-ups)
     for ids in warmups:  # block-aligned prefixes of prompts the engine then sees
         assert len(ids) % 4 == 0 and any(full[: len(ids)] == ids for full in prompts)
 
@@ -65,7 +65,7 @@ def test_objectives_mark_the_final_decode_and_the_expert_task_group(fake_ctx):
     assert after.node("final.decode").attrs["objective"] == LATENCY
     assert after.node("e1.decode").attrs["objective"] == THROUGHPUT == after.node("e2.decode").attrs["objective"]
     assert "objective" not in after.node("plan.decode").attrs  # feeds the group, not the final decode
-    assert after.node("final.prefill#head").attrs["objective"] == LATENCY
+    assert after.node("final.prefill#warm").attrs["objective"] == LATENCY
     assert any("throughput task group: e1.decode, e2.decode" in note for note in after.meta["notes"])
 
 
