@@ -54,7 +54,7 @@ def _search(store: Any, embedding: Any, k: int = 4, filter: dict | None = None) 
 async def _asearch(store: Any, embedding: Any, k: int = 4, filter: dict | None = None) -> Call | str:
     if store._async_engine is None:
         return "a sync-connection store on the async path (stock refuses it)"
-    await store._PGVector__apost_init__()  # stock's lazy async initialisation (tables, collection)
+    await store.__apost_init__()  # stock's lazy async initialisation (tables, collection)
     return _plan(store, store._async_engine, embedding, k, filter)
 
 
