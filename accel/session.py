@@ -30,12 +30,15 @@ from typing import Any
 from accel.engines.base import Engine
 from accel.engines.errors import EngineUnavailable
 from accel.runtime.limits import EngineLimits
-from accel.runtime.output_stream import Delta, Final, StreamItem
+from accel.runtime.output_stream import Delta, Final, StreamItem, relay_to_loop, relay_to_thread
+from accel.runtime.sharing import batch_scope
+from accel.runtime.task import EngineTask
 from accel.runtime.policies import PolicyName, get_policy
 
 # What adapters use of the runtime, through their one door (the session); the import-linter
 # contracts (tests/test_layers.py) keep adapters from reaching into `accel.runtime` itself.
-__all__ = ["Delta", "EngineLimits", "Final", "Session", "StreamItem", "get_session", "shutdown"]
+__all__ = ["Delta", "EngineLimits", "EngineTask", "Final", "Session", "StreamItem", "batch_scope", "get_session",
+           "relay_to_loop", "relay_to_thread", "shutdown"]
 
 SHUTDOWN_TIMEOUT_S = 30.0
 

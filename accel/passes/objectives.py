@@ -23,7 +23,7 @@ import networkx as nx
 from accel.ir.graph import Graph
 from accel.ir.kinds import Kind
 from accel.passes.registry import PassContext
-from accel.runtime.objectives import LATENCY, THROUGHPUT
+from accel.ir.marks import LATENCY, THROUGHPUT
 
 NAME = "deduce_objectives"
 _DECODES = (Kind.DECODE, Kind.PARTIAL_DECODE)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from accel.ir.graph import Graph
 from accel.passes.registry import PassContext
-from accel.runtime.sharing import PASS as NAME
+from accel.ir.marks import SHARE_REQUESTS as NAME
 
 
 def share_requests(graph: Graph, context: PassContext) -> Graph:

@@ -10,8 +10,9 @@ steps, experts) and unmarked ones are batched as the policy always does. Switchi
 
 from __future__ import annotations
 
-LATENCY = "latency"
-THROUGHPUT = "throughput"
+from accel.ir.marks import LATENCY, THROUGHPUT
+
+__all__ = ["LATENCY", "LATENCY_PRIORITY", "THROUGHPUT", "priority_offset"]
 
 LATENCY_PRIORITY = -100
 """Added to a latency-critical LLM request's priority: more than any graph depth, so the final

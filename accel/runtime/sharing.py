@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from accel.engines.base import GenerationRequest, TextQuery, VectorQuery
 from accel.engines.llm.api_call import APICall
+from accel.ir.marks import SHARE_REQUESTS as PASS  # the pass that switches sharing on for an app
 from accel.runtime.task import EngineTask
 
 if TYPE_CHECKING:
@@ -42,8 +43,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("accel.runtime.sharing")
 
-PASS = "share_requests"
-"""The pass name that switches sharing on for a lowered app (`accel.passes.share`)."""
 
 
 # ---- content keys ------------------------------------------------------------------------------

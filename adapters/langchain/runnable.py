@@ -39,8 +39,8 @@ from accel.adapters.langchain.streaming import Chunks, chat_result
 from accel.caller import LoopCaller, ThreadCaller
 from accel.engines.errors import EngineError
 from accel.ir.expand import has_engine_work
-from accel.runtime.sharing import batch_scope
 from accel.scope import WrappedRun, context_with, stock_call, wrapped_run
+from accel.session import batch_scope
 
 log = logging.getLogger("accel.adapters.langchain")
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from accel.adapters.common.bindings import EngineSpec
 from accel.adapters.common.floor import programs
-from accel.runtime.task import EngineTask
+from accel.session import EngineTask
 from accel.scope import WrappedRun, current_run, in_stock_call
 
 log = logging.getLogger("accel.floor")
@@ -164,7 +164,7 @@ async def submit_async(run: WrappedRun, spec: EngineSpec, requests: list[Any], c
 
 def stream_sync(run: WrappedRun, spec: EngineSpec, request: Any, component: str) -> Iterator[Any]:
     """One LLM request streamed to this thread; closing the iterator aborts the request."""
-    from accel.runtime.output_stream import relay_to_thread
+    from accel.session import relay_to_thread
 
     session = _session(run)
     if session.in_loop_thread():
@@ -177,7 +177,7 @@ def stream_sync(run: WrappedRun, spec: EngineSpec, request: Any, component: str)
 
 def stream_async(run: WrappedRun, spec: EngineSpec, request: Any, component: str) -> AsyncIterator[Any]:
     """One LLM request streamed to async code on any loop."""
-    from accel.runtime.output_stream import relay_to_loop
+    from accel.session import relay_to_loop
 
     session = _session(run)
     name = spec.bind(session)
