@@ -23,7 +23,7 @@ from rich.table import Table
 
 from accel.ir import CallOp, DecodeOp, GatherOp, GraphBuilder, ItemsOp, Kind, Template
 from accel.runtime import EngineLimits, Runtime
-from accel.runtime.fakes import FakeEngine, FakeLLMEngine
+from accel.testing.fakes import FakeEngine, FakeLLMEngine
 
 bench_app = typer.Typer(help="Measure accel's own overhead.", no_args_is_help=True)
 

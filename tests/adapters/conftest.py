@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from accel.adapters.common.proxy import RecordingProxy
+from accel.testing.proxy import RecordingProxy
 from accel.engines.embeddings import packaged_minilm_path
 from accel.engines.llm.server import ServerHandle
 from accel.engines.offline.reranker import build_reranker

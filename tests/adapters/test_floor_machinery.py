@@ -19,7 +19,7 @@ from accel.adapters.common.bindings import EngineSpec
 from accel.adapters.common.floor import Call, Plugin, arouted, programs, register, route, routed
 from accel.adapters.common.floor import install, is_patched, uninstall
 from accel.engines.errors import ModelNotFound
-from accel.runtime.fakes import FakeEngine
+from accel.testing.fakes import FakeEngine
 from accel.scope import WrappedRun, stock_call, wrapped_run
 from accel.session import Session
 

@@ -1,4 +1,4 @@
-"""Replica choice and failover (engines/replicas.py), on fake engines from accel.runtime.fakes:
+"""Replica choice and failover (engines/replicas.py), on fake engines from accel.testing.fakes:
 scheduling logic only; tests/engines/test_scaleout.py runs the real engines on Ray."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from accel.engines.base import GenerationRequest
 from accel.engines.errors import EngineDied, EngineUnavailable, InvalidRequest
 from accel.engines.replicas import ReplicatedEngine, ReplicatedLLM, prefix_key
-from accel.runtime.fakes import FakeEngine, FakeLLMEngine
+from accel.testing.fakes import FakeEngine, FakeLLMEngine
 
 
 class FakeDyingEngine(FakeEngine):

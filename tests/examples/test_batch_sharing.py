@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import accel
-from accel.adapters.common.proxy import RecordingProxy
+from accel.testing.proxy import RecordingProxy
 from accel.benchmarks.workload import build_workload
 from accel.examples.stack import StackConfig
 from tests.external.fidelity import record

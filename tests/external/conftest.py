@@ -24,7 +24,7 @@ import pytest
 pytest.importorskip("langchain_classic")
 pytest.importorskip("llama_index.core")
 
-from accel.adapters.common.proxy import RecordingProxy  # noqa: E402
+from accel.testing.proxy import RecordingProxy  # noqa: E402
 from accel.engines.embeddings import packaged_minilm_path  # noqa: E402
 from accel.engines.llm.server import ServerHandle  # noqa: E402
 from accel.engines.offline.corpus import stdlib_docs  # noqa: E402

@@ -4,7 +4,7 @@ The requests are compared at boundaries both runs share: the LLM request bodies 
 recording proxy (transport fields dropped; accel's prefix-cache warm-ups, token-id prompts
 that stock never sends, counted apart), texts embedded (`SentenceTransformer.encode`), pairs
 scored (`CrossEncoder.predict`) and vector searches (langchain-postgres' own search and accel's
-`PgVectorEngine`), via `accel.adapters.common.recording`.
+`PgVectorEngine`), via `accel.testing.recording`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from accel.adapters.common.recording import record_requests
+from accel.testing.recording import record_requests
 
 _TRANSPORT = ("stream", "stream_options", "priority", "request_id")
 

@@ -96,7 +96,7 @@ async def run_mode(make: Callable[[], Any], turns: list[str | None], mode: str, 
 
 
 async def _record_async(make_coro: Callable[[], Any], proxy: Any) -> Any:
-    from accel.adapters.common.recording import record_requests
+    from accel.testing.recording import record_requests
 
     from .fidelity import Run, llm_bodies
 

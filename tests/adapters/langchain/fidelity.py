@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from accel.adapters.common.recording import record_requests
+from accel.testing.recording import record_requests
 
 _TRANSPORT = ("stream", "stream_options", "priority", "request_id")
 

@@ -14,7 +14,7 @@ import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 
 from accel.adapters.common import floor
-from accel.adapters.common.recording import record_requests
+from accel.testing.recording import record_requests
 from accel.scope import WrappedRun, stock_call, wrapped_run
 from accel.session import get_session
 

@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("llama_index.core")
 pytest.importorskip("llama_index.vector_stores.postgres")
 
-from accel.adapters.common.proxy import RecordingProxy  # noqa: E402
+from accel.testing.proxy import RecordingProxy  # noqa: E402
 from accel.engines.llm.server import ServerHandle  # noqa: E402
 
 CONTEXT_WINDOW = 2048  # the server's --max-model-len (tests/adapters/conftest.py)

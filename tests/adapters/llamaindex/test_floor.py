@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from accel.adapters.common import floor
-from accel.adapters.common.recording import record_requests
+from accel.testing.recording import record_requests
 from accel.scope import WrappedRun, wrapped_run
 from accel.session import get_session
 

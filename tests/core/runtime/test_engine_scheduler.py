@@ -7,7 +7,7 @@ import pytest
 from accel.engines.base import Engine, GenerationRequest, Health
 from accel.engines.errors import EngineDied, InvalidRequest
 from accel.runtime.engine_scheduler import EngineScheduler
-from accel.runtime.fakes import FakeEngine, FakeLLMEngine
+from accel.testing.fakes import FakeEngine, FakeLLMEngine
 from accel.runtime.limits import EngineLimits
 from accel.runtime.task import EngineTask
 

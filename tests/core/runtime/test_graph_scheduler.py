@@ -13,7 +13,7 @@ from accel.engines.base import GenerationRequest
 from accel.engines.errors import EngineUnavailable
 from accel.ir import CallOp, GatherOp, GraphBuilder, ItemsOp, Kind, MissingInput, Template
 from accel.runtime import EngineLimits
-from accel.runtime.fakes import FakeEngine, FakeLLMEngine
+from accel.testing.fakes import FakeEngine, FakeLLMEngine
 from accel.runtime.runtime import Runtime
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from accel.ir import CallOp, DecodeOp, GatherOp, GraphBuilder, Kind, PromptOp, Slot, Template
 from accel.runtime import Delta, Final
-from accel.runtime.fakes import FakeLLMEngine
+from accel.testing.fakes import FakeLLMEngine
 from accel.runtime.plan import build_plan
 from accel.runtime.runtime import Runtime
 from accel.session import Session

@@ -12,7 +12,7 @@ from accel.engines.base import GenerationRequest, SamplingParams, VectorQuery
 from accel.engines.errors import InvalidRequest
 from accel.engines.llm.api_call import APICall
 from accel.runtime.engine_scheduler import EngineScheduler
-from accel.runtime.fakes import FakeEngine, FakeLLMEngine
+from accel.testing.fakes import FakeEngine, FakeLLMEngine
 from accel.runtime.sharing import ShareScope, batch_scope, current_scope, request_key
 from accel.runtime.task import EngineTask
 

@@ -9,7 +9,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from accel.engines.base import GenerationRequest
 from accel.ir import GraphBuilder, ItemsOp, Kind, Template
 from accel.runtime import Runtime
-from accel.runtime.fakes import FakeEngine, FakeLLMEngine
+from accel.testing.fakes import FakeEngine, FakeLLMEngine
 from accel.runtime.store import ObjectStore
 
 

@@ -1,0 +1,11 @@
+"""Test doubles and fidelity tooling, for accel's own tests and for users checking their apps.
+
+- `fakes`: engines with known latencies for scheduler unit tests and scheduler-overhead
+  benchmarks (never a stand-in for a real engine in an end-to-end test);
+- `proxy`: a recording HTTP proxy in front of an OpenAI-compatible server (the exact request
+  bodies a stock app and its accelerated twin send);
+- `recording`: records embeddings, searches and rerank pairs at the boundaries stock and
+  accel share, to compare the engine requests of both.
+
+Nothing in the library imports this package.
+"""
