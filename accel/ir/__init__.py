@@ -4,7 +4,7 @@ from accel.ir.build import Component, GraphBuilder, ModuleTemplate, refine, tree
 from accel.ir.errors import CycleError, GraphError, MissingInput, PassError
 from accel.ir.graph import Graph, ref
 from accel.ir.kinds import BATCHABLE_KINDS, ENGINE_KINDS, ITEMWISE_KINDS, LOCAL_KINDS, Kind
-from accel.ir.node import EngineOp, LocalOp, Node, Op, Ref, StreamOp
+from accel.ir.node import Derived, EngineOp, LocalOp, Node, Op, Ref, Role, StreamOp
 from accel.ir.ops import (
     CallOp,
     ConstOp,
@@ -41,7 +41,9 @@ __all__ = [
     "LocalOp",
     "MissingInput",
     "ModuleTemplate",
+    "Derived",
     "Node",
+    "Role",
     "Op",
     "PassError",
     "PickOp",

@@ -15,7 +15,7 @@ import networkx as nx
 
 from accel.ir.errors import CycleError, GraphError
 from accel.ir.kinds import Kind
-from accel.ir.node import Node, Ref
+from accel.ir.node import Node, Ref, Role
 
 
 class Graph:
@@ -109,6 +109,11 @@ class Graph:
         """All edges as (src, dst, is_data)."""
         for src, dst, data in self._g.edges(data="data"):
             yield src, dst, bool(data)
+
+    def derived(self, origin: str, role: Role) -> list[Node]:
+        """The nodes a pass made from `origin` in `role` (micro-batches in index order)."""
+        found = [n for n in self.nodes() if n.derived is not None and n.derived.origin == origin and n.derived.role is role]
+        return sorted(found, key=lambda n: n.derived.index or 0)
 
     def is_pinned(self, src: str, dst: str) -> bool:
         return bool(self._g.edges[src, dst].get("pinned")) if self._g.has_edge(src, dst) else False

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Protocol, runtime_checkable
 
 from accel.ir.kinds import ENGINE_KINDS, ITEMWISE_KINDS, Kind
@@ -70,12 +71,37 @@ class StreamOp(EngineOp, Protocol):
     def stream(self, values: dict[str, Any], chunks: AsyncIterator[Any]) -> AsyncIterator[Any]: ...
 
 
+class Role(Enum):
+    """What a pass made a node for, from the node it derives from (`Derived`)."""
+
+    WARM_UP = "warm"  # prefill_split: the prompt's ready head, prefilled early
+    SHARED_HEAD = "head"  # share_prefixes: a static head warmed once for its prompts
+    MICRO_BATCH = "mb"  # stage_decompose: one slice of a batchable node
+    AGGREGATE = "agg"  # decode_pipeline / stage_decompose: the whole list, for whole readers
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A pass-made node's origin: the node `origin` it was made from, its `role` and, for
+    micro-batches, its `index`. Passes find each other's nodes by this, never by name."""
+
+    origin: str
+    role: Role
+    index: int | None = None
+
+    @property
+    def name(self) -> str:
+        """The derived node's name (`origin#warm`, `origin#mb2`, ...), for pictures and spans."""
+        return f"{self.origin}#{self.role.value}{'' if self.index is None else self.index}"
+
+
 @dataclass(eq=False)
 class Node:
     """One primitive. `inputs` maps port names to upstream refs (one data edge per port);
     `attrs` hold metadata the passes and schedulers read (batchable, batch_port, splittable,
     prompt_parts, micro_batch, streams, map_port, size, ...); `depth` is the longest path
-    length to the Output node (set by `Graph.compute_depths`)."""
+    length to the Output node (set by `Graph.compute_depths`); `derived` says which node a pass
+    made this one from, and why (None for the adapters' own nodes)."""
 
     name: str
     kind: Kind
@@ -84,6 +110,7 @@ class Node:
     attrs: dict[str, Any] = field(default_factory=dict)
     op: Op | None = None
     depth: int = 0
+    derived: Derived | None = None
 
     @property
     def is_engine(self) -> bool:
@@ -117,6 +144,7 @@ class Node:
             "attrs": dict(self.attrs),
             "op": self.op,
             "depth": self.depth,
+            "derived": self.derived,
         }
         fields.update(changes)
         return Node(**fields)

@@ -22,7 +22,7 @@ import networkx as nx
 
 from accel.ir.graph import Graph
 from accel.ir.kinds import Kind
-from accel.ir.node import Node
+from accel.ir.node import Derived, Node, Role
 from accel.ir.ops import DecodeOp, PromptPart, Slot, WarmupOp
 from accel.passes.registry import PassContext
 
@@ -90,8 +90,9 @@ def prefill_split(graph: Graph, context: PassContext) -> Graph:
             g.note(NAME, f"{node.name} not split: {reason}")
             continue
         ports = {p.port for p in prefix if isinstance(p, Slot)}
+        derived = Derived(node.name, Role.WARM_UP)
         warm = Node(
-            f"{node.name}#warm",
+            derived.name,
             Kind.PARTIAL_PREFILL,
             engine=engine,
             inputs={port: node.inputs[port] for port in sorted(ports)},
@@ -104,6 +105,7 @@ def prefill_split(graph: Graph, context: PassContext) -> Graph:
                 messages=tuple(messages),
                 render_chat=context.render_chat,
             ),
+            derived=derived,
         )
         g.add(warm)
         if node.kind is Kind.PREFILL:

@@ -29,7 +29,7 @@ from typing import Any
 
 from accel.ir.graph import Graph
 from accel.ir.kinds import Kind
-from accel.ir.node import Node
+from accel.ir.node import Derived, Node, Role
 from accel.engines.base import GenerationRequest
 from accel.ir.ops import PromptPart, Slot, WarmupOp
 from accel.passes.prefill import _decode_of
@@ -91,7 +91,8 @@ class StaticWarmupOp(WarmupOp):
         return list(made[0].prompt_token_ids) if made else []
 
 
-def _warm(name: str, engine: str, parts: tuple[PromptPart, ...], messages: tuple, context: PassContext, note: str) -> Node:
+def _warm(name: str, engine: str, parts: tuple[PromptPart, ...], messages: tuple, context: PassContext, note: str,
+          derived: Derived | None = None) -> Node:
     return Node(
         name,
         Kind.PARTIAL_PREFILL,
@@ -100,6 +101,7 @@ def _warm(name: str, engine: str, parts: tuple[PromptPart, ...], messages: tuple
         attrs={"prefix_parts": len(parts), "shared_prefix": note},
         op=StaticWarmupOp(prefix=parts, tokenize=context.tokenize, block_size=context.block_size,
                     safety_tail=context.safety_tail, messages=messages, render_chat=context.render_chat),
+        derived=derived,
     )
 
 
@@ -121,14 +123,16 @@ def share_prefixes(graph: Graph, context: PassContext) -> Graph:
         for h in members:
             warm = by_text.get(h.parts)
             if warm is None:
-                warm = f"{h.prefill}#head"
-                g.add(_warm(warm, engine, h.parts, h.messages, context, "head"))
+                head = Derived(h.prefill, Role.SHARED_HEAD)
+                warm = head.name
+                g.add(_warm(warm, engine, h.parts, h.messages, context, "head", head))
                 if common is not None and common != warm:
                     g.add_edge(common, warm, pinned=True)
                 by_text[h.parts] = warm
             # the request's own warm-up (prefill_split: the head and the query's ready text,
             # which may fill blocks of its own) or else the request itself waits for the head
-            target = f"{h.prefill}#warm" if f"{h.prefill}#warm" in g else h.prefill
+            own = g.derived(h.prefill, Role.WARM_UP)
+            target = own[0].name if own else h.prefill
             g.add_edge(warm, target, pinned=True)
         g.note(NAME, f"{engine}: {len(members)} prompt(s), {len(by_text)} static head(s) warmed once before their requests"
                + (f", after a common opening of {len(os.path.commonprefix([h.text for h in members]))} characters"

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from accel.ir.graph import Graph
 from accel.ir.kinds import Kind
-from accel.ir.node import Node, Ref
+from accel.ir.node import Derived, Node, Ref, Role
 from accel.ir.ops import GatherOp, SliceOp
 from accel.passes.registry import PassContext
 from accel.passes.streams import is_elementwise, pipeline_from, pipelinable
@@ -98,8 +98,10 @@ def _explicit_micro_batches(g: Graph, head: Node, limit: int, size: int) -> None
     parts: dict[str, list[str]] = {}
     parts[head.name] = []
     for j, (a, b) in enumerate(bounds):
+        derived = Derived(head.name, Role.MICRO_BATCH, j)
         copy = head.replace(
-            name=f"{head.name}#mb{j}",
+            name=derived.name,
+            derived=derived,
             op=SliceOp(head.op, port, a, b),
             attrs={**head.attrs, "size": b - a, "micro_batch_of": head.name},
         )
@@ -117,8 +119,10 @@ def _explicit_micro_batches(g: Graph, head: Node, limit: int, size: int) -> None
             parts[consumer] = []
             for j, src_part in enumerate(parts[source]):
                 a, b = bounds[j]
+                derived = Derived(consumer, Role.MICRO_BATCH, j)
                 copy = node.replace(
-                    name=f"{consumer}#mb{j}",
+                    name=derived.name,
+                    derived=derived,
                     inputs={**node.inputs, cport: Ref(src_part)},
                     attrs={**node.attrs, "size": b - a, "micro_batch_of": consumer},
                 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from accel.ir.graph import Graph
 from accel.ir.kinds import ITEMWISE_KINDS, Kind
-from accel.ir.node import Node, Ref
+from accel.ir.node import Derived, Node, Ref, Role
 from accel.ir.ops import GatherOp
 
 
@@ -63,7 +63,8 @@ def pipeline_from(g: Graph, head: str, pass_name: str) -> list[str]:
 
 def flatten_readers(g: Graph, name: str, pass_name: str) -> str | None:
     """Route readers of `name` that are not mapped onto it through `name#agg` (flatten)."""
-    agg_name = f"{name}#agg"
+    derived = Derived(name, Role.AGGREGATE)
+    agg_name = derived.name
     readers = [
         (c, p)
         for c, p in g.readers(name)
@@ -72,7 +73,8 @@ def flatten_readers(g: Graph, name: str, pass_name: str) -> str | None:
     if not readers:
         return None
     if agg_name not in g:
-        g.add(Node(agg_name, Kind.AGGREGATE, inputs={"items": Ref(name)}, attrs={"flattens": name}, op=GatherOp("flatten")))
+        g.add(Node(agg_name, Kind.AGGREGATE, inputs={"items": Ref(name)}, attrs={"flattens": name}, op=GatherOp("flatten"),
+                   derived=derived))
     for consumer, port in readers:
         node = g.node(consumer)
         old = node.inputs[port]

@@ -22,7 +22,7 @@ def scheduling_in(graph: Graph) -> list[str]:
     found = []
     for node in graph.nodes():
         attrs = sorted(SCHEDULING_ATTRS & set(node.attrs))
-        if attrs or node.kind in PASS_KINDS or "#" in node.name:
+        if attrs or node.kind in PASS_KINDS or node.derived is not None:
             found.append(f"{node.name} [{node.kind.value}] {attrs}")
     return found
 

@@ -8,7 +8,7 @@ import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from accel.engines.base import SamplingParams
-from accel.ir import CallOp, Graph, GraphBuilder, ItemsOp, Kind, Ref, Slot, WarmupOp
+from accel.ir import CallOp, Derived, Graph, GraphBuilder, ItemsOp, Kind, Ref, Role, Slot, WarmupOp
 from accel.passes import PassContext, prefill_split
 
 INSTRUCTION = "You are a careful assistant. Answer only from the context below. " * 3
@@ -40,6 +40,8 @@ async def test_split_inserts_warmup_before_full_prefill(run, fake_ctx):
     assert after.is_pinned("answer.prefill#warm", "answer.prefill")
     assert after.node("answer.decode").kind is Kind.DECODE
     assert before.node("answer.prefill").kind is Kind.PREFILL  # input untouched
+    assert after.derived("answer.prefill", Role.WARM_UP) == [warm]  # other passes find it by origin, not name
+    assert warm.derived == Derived("answer.prefill", Role.WARM_UP) and after.node("answer.prefill").derived is None
     # the warm-up has no engine ancestors, so it sits at a greater depth than the embed chain
     assert warm.depth >= after.node("answer.prefill").depth + 1
     out_before, eng_before = await run(before, INPUTS)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from accel.ir import CallOp, Graph, GraphBuilder, ItemsOp, Kind, Ref
+from accel.ir import CallOp, Graph, GraphBuilder, ItemsOp, Kind, Ref, Role
 from accel.passes import PassContext, optimize, prune_dependencies, stage_decompose
 
 
@@ -79,6 +79,7 @@ async def test_configured_size_becomes_explicit_micro_batch_nodes(run):
     assert after.node("embed").kind is Kind.AGGREGATE  # `count` still reads all vectors
     assert after.node("score#mb1").inputs["vectors"] == Ref("embed#mb1")
     assert [after.node(f"embed#mb{j}").attrs["size"] for j in range(3)] == [4, 4, 2]
+    assert [n.derived.index for n in after.derived("score", Role.MICRO_BATCH)] == [0, 1, 2]
     # micro-batch j of both stages shares one depth, so their requests batch across queries
     assert len({after.node(f"score#mb{j}").depth for j in range(3)}) == 1
     out_before, eng_before = await run(before, DOCS)
