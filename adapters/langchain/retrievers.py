@@ -8,22 +8,17 @@ over HuggingFaceCrossEncoder); the rest run as-is.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from typing import Any
 
 from accel.adapters.common import bindings
 from accel.adapters.common.bindings import EngineSpec
+from accel.adapters.common.classes import is_exactly, loaded_class
 from accel.adapters.langchain.ops import EmbedTextsOp, RerankOp, SearchOp, unique_union
 from accel.ir import Kind, Ref
 
 _METRICS = {"cosine": "cosine", "l2": "l2", "inner": "ip"}
 _CPU_ONLY = ({}, {"device": "cpu"})
-
-
-def _class(module: str, name: str) -> type | None:
-    found = sys.modules.get(module)
-    return getattr(found, name, None) if found is not None else None
 
 
 @dataclass(frozen=True)
@@ -40,9 +35,9 @@ class VectorPlan:
 def lower_retriever(cap: Any, retriever: Any, x: Ref) -> Ref:
     from accel.adapters.langchain.capture import Opaque
 
-    vector_cls = _class("langchain_core.vectorstores.base", "VectorStoreRetriever")
-    compression_cls = _class("langchain_classic.retrievers.contextual_compression", "ContextualCompressionRetriever")
-    multi_cls = _class("langchain_classic.retrievers.multi_query", "MultiQueryRetriever")
+    vector_cls = loaded_class("langchain_core.vectorstores.base", "VectorStoreRetriever")
+    compression_cls = loaded_class("langchain_classic.retrievers.contextual_compression", "ContextualCompressionRetriever")
+    multi_cls = loaded_class("langchain_classic.retrievers.multi_query", "MultiQueryRetriever")
     if vector_cls is not None and type(retriever) is vector_cls:
         plan = vector_plan(retriever)
         cap.note(retriever, True, f"Embed + Search {plan.collection} k={plan.k}")
@@ -58,7 +53,7 @@ def vector_plan(retriever: Any) -> VectorPlan:
     """Check a VectorStoreRetriever is one whose search the primitives reproduce exactly."""
     from accel.adapters.langchain.capture import Opaque
 
-    pgvector_cls = _class("langchain_postgres.vectorstores", "PGVector")
+    pgvector_cls = loaded_class("langchain_postgres.vectorstores", "PGVector")
     store = retriever.vectorstore
     if pgvector_cls is None or type(store) is not pgvector_cls:
         raise Opaque(f"vector store {type(store).__name__} is searched by its own code")
@@ -90,8 +85,8 @@ def embedder_plan(embeddings: Any) -> tuple[EngineSpec, bool]:
     """HuggingFaceEmbeddings on a local sentence-transformers model, default encode options."""
     from accel.adapters.langchain.capture import Opaque
 
-    classes = tuple(c for c in (_class("langchain_huggingface.embeddings.huggingface", "HuggingFaceEmbeddings"),
-                                _class("langchain_community.embeddings.huggingface", "HuggingFaceEmbeddings")) if c)
+    classes = tuple(c for c in (loaded_class("langchain_huggingface.embeddings.huggingface", "HuggingFaceEmbeddings"),
+                                loaded_class("langchain_community.embeddings.huggingface", "HuggingFaceEmbeddings")) if c)
     if not classes or not isinstance(embeddings, classes):
         raise Opaque(f"embeddings {type(embeddings).__name__} are computed by their own code")
     if getattr(embeddings, "multi_process", False) or embeddings.model_kwargs not in _CPU_ONLY:
@@ -114,8 +109,8 @@ def compression(cap: Any, retriever: Any, x: Ref) -> Ref:
     from accel.adapters.langchain.capture import Opaque
 
     compressor = retriever.base_compressor
-    reranker_cls = _class("langchain_classic.retrievers.document_compressors.cross_encoder_rerank", "CrossEncoderReranker")
-    encoder_cls = _class("langchain_community.cross_encoders.huggingface", "HuggingFaceCrossEncoder")
+    reranker_cls = loaded_class("langchain_classic.retrievers.document_compressors.cross_encoder_rerank", "CrossEncoderReranker")
+    encoder_cls = loaded_class("langchain_community.cross_encoders.huggingface", "HuggingFaceCrossEncoder")
     if reranker_cls is None or type(compressor) is not reranker_cls:
         raise Opaque(f"compressor {type(compressor).__name__} runs as-is")
     if encoder_cls is None or type(compressor.model) is not encoder_cls or compressor.model.model_kwargs not in _CPU_ONLY:
@@ -127,13 +122,15 @@ def compression(cap: Any, retriever: Any, x: Ref) -> Ref:
                    attrs={"batchable": False})
 
 
+_LEGACY_LLM_CHAINS = (("langchain_classic.chains.llm", "LLMChain"), ("langchain.chains.llm", "LLMChain"))  # 1.x, 0.x
+
 def multi_query(cap: Any, retriever: Any, x: Ref) -> Ref:
     """Query expansion: the LLM chain's lines each go to Embed + Search as soon as the decode
     parses them (decode pipelining); the original query is searched alongside."""
     from accel.adapters.langchain.capture import Opaque
     from langchain_core.runnables import Runnable
 
-    if not isinstance(retriever.llm_chain, Runnable) or type(retriever.llm_chain).__name__ == "LLMChain":
+    if not isinstance(retriever.llm_chain, Runnable) or is_exactly(retriever.llm_chain, *_LEGACY_LLM_CHAINS):
         raise Opaque("a legacy LLMChain query generator")
     try:
         plan = vector_plan(retriever.retriever)

@@ -54,11 +54,12 @@ from llama_index.core.instrumentation.events.synthesis import (
 from llama_index.core.instrumentation.span import active_span_id
 from llama_index.core.schema import QueryBundle
 
+from accel.adapters.common.classes import is_exactly
 from accel.ir import DecodeOp
 
 _ASYNC_TWINS = frozenset({"retrieve", "get_query_embedding", "synthesize", "get_response", "predict", "complete", "chat"})
 _DECORATED = "__dispatcher_span_decorated__"  # a method LlamaIndex traces (DispatcherSpanMixin)
-_ASYNC_VIA_SYNC = frozenset({"HuggingFaceEmbedding"})  # async query embedding = the sync one in a worker thread
+_ASYNC_VIA_SYNC = (("llama_index.embeddings.huggingface.base", "HuggingFaceEmbedding"),)  # async query embedding = the sync one in a worker thread
 _current: ContextVar[QueryTrace | None] = ContextVar("accel_llamaindex_trace", default=None)
 
 
@@ -248,7 +249,7 @@ class EmbedHooks:
         stock traces them (HuggingFaceEmbedding's async one runs the sync one in a thread)."""
         cls, parent = type(self.embed_model), span.id
         names = ["_aget_query_embedding"] if trace.asynchronous else []
-        if not trace.asynchronous or cls.__name__ in _ASYNC_VIA_SYNC:
+        if not trace.asynchronous or is_exactly(cls, *_ASYNC_VIA_SYNC):
             names.append("_get_query_embedding")
         for name in names:
             if hasattr(getattr(cls, name, None), _DECORATED):
@@ -385,7 +386,7 @@ def llm_started(llm: Any, prompt: Any, *, template: Any = None, template_args: d
         kwargs = {"formatted": True} if template is not None else {}
         call = trace.enter(llm, "complete", (text,), parent_id, kwargs)
         # OpenAILike.complete consumes `formatted` before OpenAI's, which reports the call
-        reported = {} if type(llm).__name__ == "OpenAILike" else kwargs
+        reported = {} if is_exactly(llm, ("llama_index.llms.openai_like.base", "OpenAILike")) else kwargs
         trace.event(call, LLMCompletionStartEvent, prompt=text, additional_kwargs=reported, model_dict=model)
         trace.keep(("llm", _key(prompt)), (predict, call, text))
     else:

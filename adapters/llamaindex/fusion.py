@@ -27,7 +27,9 @@ from .bindings import Unbound, bind_embedding, bind_llm, bind_vector_store
 from .query_lines import QueryLinesOp, query_prompt
 
 def is_fusion(retriever: Any) -> bool:
-    return type(retriever).__name__ == "QueryFusionRetriever"
+    from llama_index.core.retrievers import QueryFusionRetriever
+
+    return type(retriever) is QueryFusionRetriever
 
 
 def lower_fusion(b: GraphBuilder, retriever: Any, query: Ref, session: Any, scored_nodes: Any) -> Ref | Unbound:
