@@ -1,6 +1,6 @@
 """The harness end to end on the real engines (tiny LLM) and a 2-query workload: every mode
 runs, the report has the promised fields, stock and the hand-parallelised baseline agree, and
-accel systems are either compared with stock or reported as failed, never crash the run."""
+accel systems start, answer every query and answer as stock does."""
 
 from __future__ import annotations
 
@@ -25,12 +25,13 @@ def _config(framework: str, mode: str, **kw: Any) -> BenchConfig:
 
 
 def _check_accel(report: dict[str, Any], name: str) -> None:
+    """An accel system starts, answers every query and answers as stock does (a system that
+    fails to start is reported, not crashed on: tests/benchmarks/test_workload_metrics.py)."""
     summary = report["systems"][name]
-    if summary["setup_error"] is None:
-        assert report["equal_rate"][name] is not None
-        assert report["latency"][name] is not None or summary["failed_queries"] == 2
-    else:
-        assert report["latency"][name] is None and report["speedup_vs_stock"][name] is None
+    assert summary["setup_error"] is None, summary["setup_error"]
+    assert summary["failed_queries"] == 0
+    assert report["equal_rate"][name] == 1.0
+    assert report["latency"][name] is not None and report["speedup_vs_stock"][name] is not None
 
 
 @pytest.mark.parametrize("framework", ["langchain", "llamaindex"])
@@ -58,7 +59,7 @@ def test_single_mode_report(stack: StackConfig, framework: str, tmp_path: Path) 
     table = reports.markdown(report)
     assert "| stock-sequential |" in table and "lower bound" in table
     assert report["bound"]["kind"] == "critical-path" and report["bound"]["value_s"] == bound["mean_s"]
-    assert report["verdict"].startswith(("accel ", "accel-topology failed")) and report["verdict"] in table
+    assert report["verdict"].startswith("accel ") and report["verdict"] in table
 
 
 def test_batch_and_poisson_modes(stack: StackConfig, tmp_path: Path) -> None:
@@ -71,14 +72,16 @@ def test_batch_and_poisson_modes(stack: StackConfig, tmp_path: Path) -> None:
     assert all(e["best_throughput"] > 0 for e in capacity["engines"])
     assert capacity["makespan_s"] >= capacity["critical_path_s"] > 0
     assert batch["bound"]["kind"] == "capacity" and batch["bound"]["value_s"] == capacity["makespan_s"]
-    if batch["systems"]["accel-topology"]["setup_error"] is None:
-        assert batch["bound"]["accel_over_bound"] > 0 and "capacity bound" in batch["verdict"]
+    for name in ("accel-topology", "accel-no-prefill_split"):
+        _check_accel(batch, name)
+    assert batch["bound"]["accel_over_bound"] > 0 and "capacity bound" in batch["verdict"]
     assert "Capacity bound (makespan)" in reports.markdown(batch)
 
     online = compare(_config("langchain", "poisson", rates=(0.5, 2.0)), stack)
     assert [at["rate"] for at in online["rates"]] == [0.5, 2.0]
     for at in online["rates"]:
         assert at["systems"]["stock-sequential"]["equal_rate"] == 1.0
+        assert at["systems"]["accel-topology"]["equal_rate"] == 1.0
         assert at["systems"]["llamadistpc"]["latency"]["p95"] > 0
     assert all(at["bound_p95_s"] > 0 for at in online["rates"])
     assert online["bound"]["kind"] == "capacity" and online["bound"]["value_s"] == online["rates"][-1]["bound_p95_s"]
