@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from accel.options import WrapOptions
 from accel.wrap import register_adapter, wrap
 
-__all__ = ["abatch", "batch", "get_session", "register_adapter", "shutdown", "wrap"]
+__all__ = ["WrapOptions", "abatch", "batch", "get_session", "register_adapter", "shutdown", "wrap"]
 
 
 def batch(app: Any, inputs: Any, **options: Any) -> list[Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from accel.options import WrapOptions
 from accel.wrap import register_adapter
 
 
@@ -17,7 +18,7 @@ def _matches(obj: Any) -> bool:
     return isinstance(obj, Runnable)
 
 
-def wrap_runnable(runnable: Any, **options: Any) -> Any:
+def wrap_runnable(runnable: Any, options: WrapOptions | None = None) -> Any:
     """`accel.wrap` for a LangChain Runnable (already wrapped ones are returned unchanged)."""
     from accel.adapters.common import floor
     from accel.adapters.langchain.runnable import WrappedRunnable
@@ -25,7 +26,8 @@ def wrap_runnable(runnable: Any, **options: Any) -> Any:
     floor.install()  # engine-call capture inside its runs (idempotent; inert outside them)
     if isinstance(runnable, WrappedRunnable):
         return runnable
-    return WrappedRunnable(runnable, **options)
+    options = options or WrapOptions()
+    return WrappedRunnable(runnable, policy=options.policy, disabled_passes=options.disabled_passes, fallback=options.fallback)
 
 
 register_adapter(_matches, wrap_runnable, name="langchain")

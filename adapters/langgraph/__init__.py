@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from accel.options import WrapOptions
 from accel.wrap import register_adapter
 
 
@@ -18,13 +19,14 @@ def _matches(obj: Any) -> bool:
     return isinstance(obj, Pregel)
 
 
-def wrap_graph(graph: Any, **options: Any) -> Any:
-    """`accel.wrap` for a compiled LangGraph graph."""
+def wrap_graph(graph: Any, options: WrapOptions | None = None) -> Any:
+    """`accel.wrap` for a compiled LangGraph graph: its engine calls go through the floor, so
+    only the batching policy applies (no lowered template for passes; no stock re-run)."""
     from accel.adapters.langgraph.graph import wrap_graph as wrap
 
-    return wrap(graph, **options)
+    return wrap(graph, policy=(options or WrapOptions()).policy)
 
 
-register_adapter(_matches, wrap_graph, name="langgraph", first=True)
+register_adapter(_matches, wrap_graph, name="langgraph", first=True, honours=("policy",))
 
 __all__ = ["wrap_graph"]

@@ -44,7 +44,7 @@ def _depth_reader(structure: GraphStructure):
     return lambda: structure.remaining_depth(var_child_runnable_config.get())
 
 
-def wrap_graph(graph: Any, *, policy: str = "topology", **_options: Any) -> Any:
+def wrap_graph(graph: Any, *, policy: str = "topology") -> Any:
     """The accelerated drop-in for a compiled LangGraph graph (a wrapped one is returned as is)."""
     from accel.adapters.common import floor
     from accel.session import get_session

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from accel.options import WrapOptions
 from accel.wrap import register_adapter
 
 from .components import wrap_object
@@ -52,13 +53,15 @@ def _matches(obj: Any) -> bool:
     return _is_llamaindex(obj) and has_entry_point(obj)
 
 
-def wrap_llamaindex(obj: Any, *, policy: str = "topology", disabled_passes: tuple[str, ...] = ()) -> Any:
+def wrap_llamaindex(obj: Any, options: WrapOptions | None = None) -> Any:
     """The drop-in for a query engine, an `IngestionPipeline` or the `VectorStoreIndex` class."""
     from llama_index.core.ingestion import IngestionPipeline
 
     from accel.adapters.common import floor
 
     floor.install()  # engine-call capture inside its runs (idempotent; inert outside them)
+    options = options or WrapOptions()
+    policy, disabled_passes = options.policy, options.disabled_passes
 
     if isinstance(obj, WrappedQueryEngine) or is_dropin(obj):
         return obj  # already accel's
@@ -80,4 +83,4 @@ def wrap_query_engine(engine: Any, *, policy: str = "topology", disabled_passes:
     return wrap_object(engine, policy=policy, disabled_passes=tuple(disabled_passes))
 
 
-register_adapter(_matches, wrap_llamaindex, name=f"llamaindex ({SUPPORTED})")
+register_adapter(_matches, wrap_llamaindex, name=f"llamaindex ({SUPPORTED})", honours=("policy", "disabled_passes"))
