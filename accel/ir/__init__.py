@@ -17,6 +17,7 @@ from accel.ir.ops import (
     Slot,
     StreamDecodeOp,
     WarmupOp,
+    warmed_ids,
 )
 from accel.ir.template import GraphInstance, Template, TemplateCache, config_key
 
@@ -56,6 +57,7 @@ __all__ = [
     "Template",
     "TemplateCache",
     "WarmupOp",
+    "warmed_ids",
     "config_key",
     "ref",
     "refine",

