@@ -113,6 +113,8 @@ class RecordingProxy:
                     while chunk := response.read1(65536):
                         self.wfile.write(chunk)
                         self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client left mid-stream (a stream closed early): closing upstream aborts the request
                 finally:
                     upstream.close()
                     self.close_connection = True
