@@ -210,22 +210,23 @@ class Session:
 
     # ---- running queries ----------------------------------------------------------------
 
-    async def _run(self, template: Any, inputs: Mapping[str, Any]) -> Any:
+    async def _run(self, template: Any, inputs: Mapping[str, Any], watcher: Any = None) -> Any:
         runtime = self._runtime
         await self._prepare(sorted(_engines_of(template)))
-        return await runtime.run(template, inputs)
+        return await runtime.run(template, inputs, watcher=watcher)
 
-    def submit(self, template: Any, inputs: Mapping[str, Any]) -> concurrent.futures.Future:
-        """Run one query on the session loop; cancelling the future cancels the query."""
+    def submit(self, template: Any, inputs: Mapping[str, Any], *, watcher: Any = None) -> concurrent.futures.Future:
+        """Run one query on the session loop; cancelling the future cancels the query. A
+        `watcher` (`accel.runtime.watch.QueryWatcher`) sees its nodes finish, on the loop."""
         loop = self.loop
-        return asyncio.run_coroutine_threadsafe(self._run(template, dict(inputs)), loop)
+        return asyncio.run_coroutine_threadsafe(self._run(template, dict(inputs), watcher), loop)
 
-    def run(self, template: Any, inputs: Mapping[str, Any], *, caller: Any = None) -> Any:
+    def run(self, template: Any, inputs: Mapping[str, Any], *, caller: Any = None, watcher: Any = None) -> Any:
         """Blocking `submit(...).result()`; refuses to block the session loop itself. With a
         `ThreadCaller` (accel.caller), this thread runs the query's user code meanwhile. An
         interrupt of the waiting thread cancels the query."""
         self._refuse_blocking("arun")
-        future = self.submit(template, inputs)
+        future = self.submit(template, inputs, watcher=watcher)
         try:
             return future.result() if caller is None else caller.serve(future)
         except BaseException:
@@ -239,21 +240,21 @@ class Session:
                 f"Remedy: use session.{instead}(...) there instead."
             )
 
-    async def arun(self, template: Any, inputs: Mapping[str, Any]) -> Any:
+    async def arun(self, template: Any, inputs: Mapping[str, Any], *, watcher: Any = None) -> Any:
         """Run one query from async code on any loop (the caller's cancellation propagates)."""
         loop = self.loop
         if asyncio.get_running_loop() is loop:
-            return await self._run(template, dict(inputs))
-        return await asyncio.wrap_future(self.submit(template, inputs))
+            return await self._run(template, dict(inputs), watcher)
+        return await asyncio.wrap_future(self.submit(template, inputs, watcher=watcher))
 
-    async def _stream(self, template: Any, inputs: Mapping[str, Any]) -> AsyncIterator[Any]:
+    async def _stream(self, template: Any, inputs: Mapping[str, Any], watcher: Any = None) -> AsyncIterator[Any]:
         await self._prepare(sorted(_engines_of(template)))
-        async with contextlib.aclosing(self._runtime.stream(template, inputs)) as items:
+        async with contextlib.aclosing(self._runtime.stream(template, inputs, watcher=watcher)) as items:
             async for item in items:
                 yield item
 
     def stream(self, template: Any, inputs: Mapping[str, Any], *, context: contextvars.Context | None = None,
-               caller: Any = None) -> Iterator[Any]:
+               caller: Any = None, watcher: Any = None) -> Iterator[Any]:
         """One query's `Delta`s then its `Final` (see `Runtime.stream`), for sync callers in any
         thread but the session loop's. The query starts at the first `next`, in `context` (by
         default the caller's then); closing the iterator early cancels it and returns once its
@@ -263,18 +264,19 @@ class Session:
 
         self._refuse_blocking("astream")
         inputs = dict(inputs)
-        return relay_to_thread(self.loop, lambda: self._stream(template, inputs), context, caller)
+        return relay_to_thread(self.loop, lambda: self._stream(template, inputs, watcher), context, caller)
 
-    async def astream(self, template: Any, inputs: Mapping[str, Any], *, context: contextvars.Context | None = None) -> AsyncIterator[Any]:
+    async def astream(self, template: Any, inputs: Mapping[str, Any], *, context: contextvars.Context | None = None,
+                      watcher: Any = None) -> AsyncIterator[Any]:
         """`stream` for async code on any loop; closing early or cancelling the consumer
         cancels the query."""
         from accel.runtime.output_stream import relay_to_loop
 
         loop, inputs = self.loop, dict(inputs)
         if asyncio.get_running_loop() is loop and context is None:
-            items = self._stream(template, inputs)
+            items = self._stream(template, inputs, watcher)
         else:
-            items = relay_to_loop(loop, lambda: self._stream(template, inputs), context)
+            items = relay_to_loop(loop, lambda: self._stream(template, inputs, watcher), context)
         async with contextlib.aclosing(items):
             async for item in items:
                 yield item

@@ -15,6 +15,7 @@ import asyncio
 import contextvars
 import functools
 import inspect
+import itertools
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from contextlib import aclosing
@@ -31,6 +32,7 @@ from accel.runtime.plan import Mode, Plan
 from accel.runtime.store import ObjectStore
 from accel.runtime.streams import ItemStream
 from accel.runtime.task import EngineTask
+from accel.runtime.watch import QueryWatcher
 from accel.tracer.spans import primitive_span, record_engine_call, record_generations, record_items
 
 
@@ -50,6 +52,7 @@ class QueryRun:
         on_delta: Callable[[str], None] | None = None,
         plan_of: Callable[[Any], Plan] | None = None,
         depth_offset: int = 0,
+        watcher: QueryWatcher | None = None,
     ) -> None:
         self.plan = plan
         self.plan_of = plan_of
@@ -63,6 +66,7 @@ class QueryRun:
         self.parent = parent
         self.priority = priority
         self.on_delta = on_delta
+        self.watcher = watcher
         self.tap = plan.text_source if on_delta is not None else -1
         self.pending = list(plan.pending)
         self.store = ObjectStore(plan.readers, keep=plan.output)
@@ -105,6 +109,10 @@ class QueryRun:
     def _finish(self, i: int, value: Any, stack: list[int] | None = None) -> None:
         """Store a finished node's value and start the successors it was the last wait of."""
         self.store.put(i, value)
+        if self.watcher is not None:  # a stream's slices joined, as its whole readers see it
+            sliced = self.plan.produces_stream[i] or self.plan.mapped_src[i] >= 0
+            whole = list(itertools.chain.from_iterable(value)) if sliced else value
+            self.watcher.finished(self.template, self.template.order[i], whole)
         mapped_src = self.plan.mapped_src
         ready = stack if stack is not None else []
         for s in self.template.succs[i]:
@@ -190,7 +198,7 @@ class QueryRun:
             raise RuntimeError(f"{node.name}: an Expand node needs a runtime that plans sub-templates")
         template, inputs = await node.op.expand(values)
         sub = QueryRun(self.plan_of(template), template.instantiate(inputs, self.query_id), self.schedulers, self.executor,
-                       self.tracer, self.parent, self.priority, None, self.plan_of, self._depth(i))
+                       self.tracer, self.parent, self.priority, None, self.plan_of, self._depth(i), self.watcher)
         return await sub.run()
 
     async def _submit(self, i: int, node: Node, requests: list[Any], span: trace.Span) -> list[Any]:
@@ -202,6 +210,8 @@ class QueryRun:
         wait = None if task.dispatched_at is None else task.dispatched_at - task.arrival
         record_engine_call(span, batch_sizes=task.batch_sizes, queue_wait_s=wait, requests=len(requests))
         record_generations(span, results)
+        if self.watcher is not None:
+            self.watcher.generated(self.template, node.name, results)
         return results
 
     async def _stream(self, i: int, node: Node, values: dict[str, Any], span: trace.Span) -> list[Any]:
@@ -227,6 +237,8 @@ class QueryRun:
         record_engine_call(span, batch_sizes=task.batch_sizes, queue_wait_s=wait, requests=1)
         record_generations(span, final)
         record_items(span, len(out.items))
+        if self.watcher is not None:
+            self.watcher.generated(self.template, node.name, final)
         return list(out.items)
 
     async def _tapped(self, i: int, node: Node, values: dict[str, Any], span: trace.Span) -> Any:
@@ -240,12 +252,16 @@ class QueryRun:
             async for chunk in chunks:
                 if chunk.delta:
                     self.on_delta(chunk.delta)
+                    if self.watcher is not None:
+                        self.watcher.delta(self.template, node.name, chunk.delta)
                 final = chunk.generation or final
         if final is None:
             raise EngineDied(node.engine, f"the stream of {node.name!r} ended without a final output", "check the engine's log")
         wait = None if task.dispatched_at is None else task.dispatched_at - task.arrival
         record_engine_call(span, batch_sizes=task.batch_sizes, queue_wait_s=wait, requests=1)
         record_generations(span, [final])
+        if self.watcher is not None:
+            self.watcher.generated(self.template, node.name, [final])
         return node.op.output(values, [final])
 
     async def _micro(self, i: int, node: Node, values: dict[str, Any], span: trace.Span) -> list[Any]:

@@ -28,6 +28,7 @@ from accel.runtime.limits import EngineLimits
 from accel.runtime.output_stream import StreamItem, stream_query
 from accel.runtime.plan import Plan, build_plan
 from accel.runtime.policies import PolicyName, get_policy
+from accel.runtime.watch import QueryWatcher
 from accel.tracer.spans import get_tracer, query_span
 
 LOCAL_WORKERS = 256
@@ -110,19 +111,22 @@ class Runtime:
             self._plans[template] = plan
         return plan
 
-    async def run(self, template: Template, inputs: Mapping[str, Any], *, query_id: str | None = None, priority: int = 0) -> Any:
+    async def run(self, template: Template, inputs: Mapping[str, Any], *, query_id: str | None = None, priority: int = 0,
+                  watcher: QueryWatcher | None = None) -> Any:
         """Run one query and return its Output value. Cancelling the caller cancels the query
-        and its engine requests; a failing node raises its own exception here."""
-        return await self._execute(template, inputs, query_id, priority, None)
+        and its engine requests; a failing node raises its own exception here. `watcher` sees
+        its nodes finish (`accel.runtime.watch`)."""
+        return await self._execute(template, inputs, query_id, priority, None, watcher)
 
     def stream(
-        self, template: Template, inputs: Mapping[str, Any], *, query_id: str | None = None, priority: int = 0
+        self, template: Template, inputs: Mapping[str, Any], *, query_id: str | None = None, priority: int = 0,
+        watcher: QueryWatcher | None = None,
     ) -> AsyncIterator[StreamItem]:
         """Run one query, yielding the text `Delta`s of the Decode whose text is its output (if
         the output is one, see `Plan.text_source`) as they are generated, then `Final(value)`.
         Leaving early cancels the query and aborts its engine requests before returning; a
         failing node raises its own exception from the iterator."""
-        return stream_query(lambda on_delta: self._execute(template, inputs, query_id, priority, on_delta))
+        return stream_query(lambda on_delta: self._execute(template, inputs, query_id, priority, on_delta, watcher))
 
     async def _execute(
         self,
@@ -131,6 +135,7 @@ class Runtime:
         query_id: str | None,
         priority: int,
         on_delta: Callable[[str], None] | None,
+        watcher: QueryWatcher | None = None,
     ) -> Any:
         if self._executor is None:
             raise EngineUnavailable("runtime", "the runtime is not started", "use `async with Runtime(...)` or await start()")
@@ -141,5 +146,6 @@ class Runtime:
         with query_span(tracer, query_id, policy=self.policy, nodes=len(template)) as parent:
             # Unrecorded query (no SDK, sampled out): skip primitive spans, they cost µs each.
             node_tracer = tracer if trace.get_current_span().is_recording() else None
-            query = QueryRun(plan, instance, self.schedulers, self._executor, node_tracer, parent, priority, on_delta, self.plan)
+            query = QueryRun(plan, instance, self.schedulers, self._executor, node_tracer, parent, priority, on_delta, self.plan,
+                             watcher=watcher)
             return await query.run()
