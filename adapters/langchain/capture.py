@@ -8,12 +8,15 @@ either fully lowered or fully opaque.
 
 A composite (sequence, parallel, assign) with no engine work inside stays one opaque node, so
 stock code runs it with its own run tree; a step configured with `with_config(...)` stays
-opaque so its config applies.
+opaque so its config applies. Every lowered component gets a run spec (`runs.RunPlan`) with
+the tag its stock parent gives it (`seq:step:N`, `map:key:K`, ...), so its callback run can
+be rebuilt while the query runs.
 
 Graph inputs: "input" (the chain's input), "config" and "run" (the wrapped call's config and
-callback run: opaque components run as its children, so the user's callbacks see them), "caller" (where
-opaque code runs: `accel.caller`) and "kwargs" (`invoke`'s keyword arguments, which stock
-hands to the chain's first step).
+callback run: opaque components run as its children, so the user's callbacks see them), "runs"
+(the query's `runs.RunTree` when callbacks are listening, else None), "caller" (where opaque
+code runs: `accel.caller`) and "kwargs" (`invoke`'s keyword arguments, which stock hands to the
+chain's first step).
 """
 
 from __future__ import annotations
@@ -22,10 +25,12 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+from accel.adapters.common.classes import loaded_class
 from accel.adapters.langchain import parsers
 from accel.adapters.langchain.models import ModelBinding, bind_model
 from accel.adapters.langchain.ops import BranchOp, ChatResult, FnOp, InvokeOp, assign_merge, require_dict
 from accel.adapters.langchain.prompts import prompt_shape, prompt_variables
+from accel.adapters.langchain.runs import RunKind, RunPlan, RunSpec
 from accel.ir import GraphBuilder, Kind, Ref
 from accel.ir.expand import has_engine_work
 from accel.ir.graph import Graph
@@ -56,7 +61,9 @@ class Capture:
     _dicts: dict[str, dict[str, Ref]] = field(default_factory=dict)
     _engine_work: dict[int, bool] = field(default_factory=dict)
     _trials: dict[int, list[Step]] = field(default_factory=dict)
-    _tags: dict[int, str] = field(default_factory=dict)
+    runs: RunPlan = field(default_factory=RunPlan)
+    scope: int = 0
+    """The run scope of this capture's template (`RunPlan.scope`): its top runs' parent."""
     disabled_passes: tuple[str, ...] = ()
     first_step: Any = None
     first_opaque: bool = False
@@ -67,21 +74,29 @@ class Capture:
         self.input = self.builder.input("input")
         self.config = self.builder.input("config")
         self.run = self.builder.input("run")
+        self.runs_in = self.builder.input("runs")
         self.caller = self.builder.input("caller")
         self.kwargs = self.builder.input("kwargs")
+        if not self.scope:
+            self.scope = self.runs.scope()
+        self._parent = self.scope
+        self._tracing: tuple[dict[str, Any], ...] = ()  # configs of the tracing-only bindings being lowered
+        self._bound_by: dict[int, Any] = {}  # components being lowered under a binding -> that binding
 
     def lower_root(self, root: Any) -> Ref:
-        """Lower the wrapped chain itself: a top-level sequence's steps keep stock's
-        `seq:step:N` run tags, and its first step is the one that receives `invoke`'s kwargs."""
-        from langchain_core.runnables import RunnableSequence
+        """Lower the wrapped chain itself. Its own run is the wrapped call's, so a top-level
+        sequence's steps (tagged `seq:step:N`) and a top-level parallel's branches are runs of
+        the scope; the first step is the one that receives `invoke`'s kwargs."""
+        from langchain_core.runnables import RunnableParallel, RunnableSequence
 
         if isinstance(root, RunnableSequence) and self.has_engine_work(root):
             steps = list(root.steps)
             self.first_step = steps[0]
-            self._tags = {id(step): f"seq:step:{i + 1}" for i, step in enumerate(steps)}
             return self.sequence(steps, self.input)
         self.first_step = root
-        return self.lower(root, self.input)
+        if type(root) is RunnableParallel and self.has_engine_work(root):
+            return self.parallel(root.steps__, self.input)
+        return self.lower(root, self.input, own_run=False)
 
     def kwargs_route(self) -> str:
         """What stock does with `invoke`'s kwargs here: "first" (an opaque first step takes
@@ -103,27 +118,33 @@ class Capture:
         key = id(runnable)
         if key not in self._engine_work:
             self._engine_work[key] = True  # while the trial lowers it, descend into it
-            trial = self.child()
+            trial = self.child(RunPlan())
             trial.lower(runnable, trial.input)
             self._engine_work[key] = has_engine_work(trial.builder.graph)
             self._trials[key] = trial.report
         return self._engine_work[key]
 
-    def child(self) -> Capture:
-        """A capture for a part lowered on its own (a trial, a branch's sub-template)."""
-        return Capture(self.session, _engine_work=self._engine_work, _trials=self._trials, disabled_passes=self.disabled_passes)
+    def child(self, runs: RunPlan | None = None) -> Capture:
+        """A capture for a part lowered on its own: a trial (its own throwaway `runs`) or a
+        branch's sub-template (our run plan, a scope of its own)."""
+        return Capture(self.session, _engine_work=self._engine_work, _trials=self._trials, disabled_passes=self.disabled_passes,
+                       runs=self.runs if runs is None else runs)
 
-    def sub_template(self, runnable: Any, label: str) -> Any:
+    def sub_template(self, runnable: Any, label: str, tag: str | None = None) -> tuple[Any, int]:
         """`runnable` lowered into a template of its own (same graph inputs), optimised by the
-        passes: what an Expand node runs. Its report lines, engines and models join ours."""
+        passes: what an Expand node runs, and its run scope (its runs are tagged `tag`). Its
+        report lines, engines and models join ours."""
         sub = self.child()
-        graph = sub.build(sub.lower(runnable, sub.input))
+        sub._tracing = self._tracing
+        graph = sub.build(sub.lower(runnable, sub.input, tag))
         self.report += [Step(f"{label}: {step.component}", step.lowered, step.detail) for step in sub.report]
         self.llm_engines |= sub.llm_engines
         self.models += sub.models
         self.own_batch += sub.own_batch
-        return self.session.template(("langchain-sub", next(_sub_ids)), lambda: graph, context=pass_context(self.session, sub.llm_engines),
-                                     disabled_passes=self.disabled_passes)
+        template = self.session.template(("langchain-sub", next(_sub_ids)), lambda: graph, context=pass_context(self.session, sub.llm_engines),
+                                         disabled_passes=self.disabled_passes)
+        self.runs.bind(sub.scope, template)
+        return template, sub.scope
 
     def inside(self, runnable: Any) -> list[Step]:
         """What became of the components inside `runnable` when it was tried (explain())."""
@@ -147,68 +168,120 @@ class Capture:
     def note(self, component: Any, lowered: bool, detail: str) -> None:
         self.report.append(Step(_label(component), lowered, detail))
 
-    def opaque(self, runnable: Any, x: Ref, reason: str) -> Ref:
+    def opaque(self, runnable: Any, x: Ref, reason: str, tag: str | None = None) -> Ref:
         self.note(runnable, False, reason)
         if has_own_batch(runnable):
             self.own_batch.append(_label(runnable))
         first = runnable is self.first_step and x.node == self.input.node
         self.first_opaque = self.first_opaque or first
-        op = InvokeOp(runnable, tag=self._tags.get(id(runnable)), first=first)
-        inputs = {"value": x, "config": self.config, "run": self.run, "caller": self.caller, "kwargs": self.kwargs}
+        op = InvokeOp(self._bound_by.get(id(runnable), runnable), tag=tag, first=first, parent=self._parent)
+        inputs = {"value": x, "config": self.config, "run": self.run, "runs": self.runs_in, "caller": self.caller, "kwargs": self.kwargs}
         return self.add(Kind.CALL, f"call:{_label(runnable)}:", inputs=inputs, op=op)
+
+    # ---- run specs ------------------------------------------------------------------------
+
+    def open_run(self, kind: RunKind, component: Any, x: Ref | int, tag: str | None, **fields: Any) -> RunSpec:
+        """A run spec for `component` under the current parent; the runs lowered until
+        `close_run` are its children."""
+        spec = self.runs.add(kind, self._parent, self.scope, component=component, tag=tag, bindings=self._tracing, input=x, **fields)
+        self._parent, self._tracing = spec.id, ()
+        return spec
+
+    def close_run(self, spec: RunSpec, out: Ref | None) -> Ref | None:
+        spec.output = out
+        self._parent = spec.parent
+        return out
+
+    def drop_run(self, spec: RunSpec) -> None:
+        self.runs.drop(spec)
+        self._parent, self._tracing = spec.parent, spec.bindings
 
     # ---- dispatch -------------------------------------------------------------------------
 
-    def lower(self, runnable: Any, x: Ref) -> Ref:
+    def lower(self, runnable: Any, x: Ref, tag: str | None = None, *, own_run: bool = True) -> Ref:
+        """Lower `runnable` applied to `x`; `tag` is the one its stock parent gives its run.
+        Without `own_run` its run is the wrapped call's (the root): its parts are the scope's."""
+        spec = None
+        try:
+            spec = self._open_for(runnable, x, tag) if own_run else None
+            out = self._lower(runnable, x, tag)
+        except Opaque as why:
+            if spec is not None:
+                self.drop_run(spec)
+            return self.opaque(runnable, x, str(why), tag)
+        return out if spec is None else self.close_run(spec, out)
+
+    def _open_for(self, runnable: Any, x: Ref, tag: str | None) -> RunSpec | None:
+        """The run spec of a component whose run its own dispatch does not make (models,
+        fused prompts and bindings make theirs, or none)."""
+        from langchain_core.language_models import BaseLanguageModel
+        from langchain_core.retrievers import BaseRetriever
+        from langchain_core.runnables import RunnableBinding, RunnableLambda
+
+        if isinstance(runnable, (BaseLanguageModel, RunnableBinding, RunnableLambda)):
+            return None
+        if isinstance(runnable, BaseRetriever):
+            return self.open_run("retriever", runnable, x, tag)
+        return self.open_run("chain", runnable, x, tag)
+
+    def _lower(self, runnable: Any, x: Ref, tag: str | None) -> Ref:
         from langchain_core.language_models import BaseLanguageModel
         from langchain_core.retrievers import BaseRetriever
         from langchain_core.runnables import RunnableBinding, RunnableBranch, RunnableLambda, RunnableParallel, RunnablePassthrough, RunnableSequence
         from langchain_core.runnables.passthrough import RunnableAssign, RunnablePick
 
-        try:
-            composite = isinstance(runnable, RunnableSequence) or type(runnable) in (RunnableParallel, RunnableAssign, RunnableBranch)
-            if composite and not self.has_engine_work(runnable):
-                raise Opaque("no engine work inside: runs as-is, with its own run tree")
-            if isinstance(runnable, RunnableSequence):
-                return self.sequence(list(runnable.steps), x)
-            if type(runnable) is RunnableParallel:
-                return self.parallel(runnable.steps__, x)
-            if type(runnable) is RunnableAssign:
-                return self.assign(runnable, x)
-            if type(runnable) is RunnablePick:
-                return self.pick(runnable, x)
-            if type(runnable) is RunnableBranch:
-                return self.branch(runnable, x)
-            if type(runnable) is RunnablePassthrough and runnable.func is None and runnable.afunc is None:
-                return x
-            if type(runnable) is RunnableBinding:
-                return self.binding(runnable, x)
-            if isinstance(runnable, BaseLanguageModel):
-                return self.model(runnable, {}, x, None)
-            if isinstance(runnable, BaseRetriever):
-                from accel.adapters.langchain.retrievers import lower_retriever
+        composite = isinstance(runnable, RunnableSequence) or type(runnable) in (RunnableParallel, RunnableAssign, RunnableBranch)
+        if composite and not self.has_engine_work(runnable):
+            raise Opaque("no engine work inside: runs as-is, with its own run tree")
+        if isinstance(runnable, RunnableSequence):
+            return self.sequence(list(runnable.steps), x)
+        if type(runnable) is RunnableParallel:
+            return self.parallel(runnable.steps__, x)
+        if type(runnable) is RunnableAssign:
+            return self.assign(runnable, x)
+        if type(runnable) is RunnablePick:
+            return self.pick(runnable, x)
+        if type(runnable) is RunnableBranch:
+            return self.branch(runnable, x)
+        if type(runnable) is RunnablePassthrough and runnable.func is None and runnable.afunc is None:
+            return x
+        if is_plain_binding(runnable):
+            return self.binding(runnable, x, tag)
+        if isinstance(runnable, BaseLanguageModel):
+            return self.model(runnable, {}, x, tag)
+        if isinstance(runnable, BaseRetriever):
+            from accel.adapters.langchain.retrievers import lower_retriever
 
-                return lower_retriever(self, runnable, x)
-            if isinstance(runnable, RunnableLambda):
-                raise Opaque("user code (RunnableLambda) runs as-is")
-            raise Opaque(f"{type(runnable).__name__} has no lowering; it runs as-is")
-        except Opaque as why:
-            return self.opaque(runnable, x, str(why))
+            return lower_retriever(self, runnable, x)
+        if isinstance(runnable, RunnableLambda):
+            raise Opaque("user code (RunnableLambda) runs as-is")
+        raise Opaque(f"{type(runnable).__name__} has no lowering; it runs as-is")
 
     def sequence(self, steps: list[Any], x: Ref) -> Ref:
+        """The steps in order, each run tagged `seq:step:N` and opened after the one before."""
         i = 0
         while i < len(steps):
+            before = self._last_child()
             fused = self.fused(steps, i, x)
             if fused is not None:
                 used, x = fused
-                i += used
             else:
-                x = self.lower(steps[i], x)
-                i += 1
+                used, x = 1, self.lower(steps[i], x, f"seq:step:{i + 1}")
+            self._after(before)
+            i += used
         return x
 
+    def _last_child(self) -> int:
+        return max((s.id for s in self.runs.children(self._parent)), default=0)
+
+    def _after(self, before: int) -> None:
+        """The step just lowered opens only once the previous step's run closed."""
+        added = sorted(s.id for s in self.runs.children(self._parent) if s.id > before)
+        if before and added and self.runs.specs[added[0]].after is None:
+            self.runs.specs[added[0]].after = before
+
     def parallel(self, branches: dict[str, Any], x: Ref) -> Ref:
-        refs = {key: self.lower(branch, x) for key, branch in branches.items()}
+        refs = {key: self.lower(branch, x, f"map:key:{key}") for key, branch in branches.items()}
         out = self.add(Kind.CALL, "parallel", inputs=refs, op=GatherOp("dict"))
         self._dicts[out.node] = refs
         self.note("RunnableParallel", True, f"{len(refs)} independent branches {sorted(refs)}")
@@ -219,7 +292,8 @@ class Capture:
         checked = self.fn("assign_input", require_dict, value=x)
         if x.node in self._dicts:
             self._dicts[checked.node] = self._dicts[x.node]
-        mapped = self.parallel(runnable.mapper.steps__, checked)
+        mapper = self.open_run("chain", runnable.mapper, checked, None)  # stock: mapper.invoke(value, its child config)
+        mapped = self.close_run(mapper, self.parallel(runnable.mapper.steps__, checked))
         out = self.add(Kind.CALL, "assign", inputs={"value": checked, "mapped": mapped}, op=FnOp(assign_merge))
         if checked.node in self._dicts:
             self._dicts[out.node] = {**self._dicts[checked.node], **self._dicts[mapped.node]}
@@ -230,10 +304,12 @@ class Capture:
         conditions = tuple(condition for condition, _ in runnable.branches)
         targets = [branch for _, branch in runnable.branches] + [runnable.default]
         labels = [f"branch {i + 1}" for i in range(len(conditions))] + ["default"]
-        templates = tuple(self.sub_template(target, label) for target, label in zip(targets, labels, strict=True))
+        tags = [f"branch:{i + 1}" for i in range(len(conditions))] + ["branch:default"]
+        subs = [self.sub_template(target, label, tag) for target, label, tag in zip(targets, labels, tags, strict=True)]
         self.note(runnable, True, f"Expand: {len(conditions)} condition(s) run as-is, then only the taken branch")
-        inputs = {"value": x, "config": self.config, "run": self.run, "caller": self.caller}
-        return self.add(Kind.EXPAND, "branch", inputs=inputs, op=BranchOp(conditions, templates))
+        inputs = {"value": x, "config": self.config, "run": self.run, "runs": self.runs_in, "caller": self.caller}
+        op = BranchOp(conditions, tuple(t for t, _ in subs), tuple(s for _, s in subs), spec=self._parent)
+        return self.add(Kind.EXPAND, "branch", inputs=inputs, op=op)
 
     def pick(self, runnable: Any, x: Ref) -> Ref:
         known = self._dicts.get(x.node, {})
@@ -241,48 +317,70 @@ class Capture:
             return known[runnable.keys]
         return self.fn("pick", runnable._pick, value=x)
 
-    def binding(self, runnable: Any, x: Ref) -> Ref:
-        bound, kwargs = unbind(runnable)
+    def binding(self, runnable: Any, x: Ref, tag: str | None) -> Ref:
+        """A binding has no run of its own: its tracing config joins its component's run."""
+        bound, kwargs, tracing = unbind(runnable)
         from langchain_core.language_models import BaseLanguageModel
 
         if bound is runnable:
             raise Opaque(f"with_config({', '.join(sorted(runnable.config or {})) or '...'}) applies only in its own code")
-        if isinstance(bound, BaseLanguageModel):
-            return self.model(bound, kwargs, x, None)
-        if kwargs:
+        if kwargs and not isinstance(bound, BaseLanguageModel):
             raise Opaque(f"bound kwargs {sorted(kwargs)} on a {type(bound).__name__}")
-        return self.lower(bound, x)
+        outer, self._tracing = self._tracing, self._tracing + tracing
+        self._bound_by[id(bound)] = runnable  # if `bound` stays opaque, the binding runs (its config applies)
+        try:
+            if isinstance(bound, BaseLanguageModel):
+                return self.model(bound, kwargs, x, tag)
+            return self.lower(bound, x, tag)
+        finally:
+            self._tracing = outer
+            del self._bound_by[id(bound)]
 
     # ---- prompt + model (+ parser) ----------------------------------------------------------
 
     def fused(self, steps: list[Any], i: int, x: Ref) -> tuple[int, Ref] | None:
-        """Prompt -> model -> parser runs as Prefill/Decode with the prompt's parts exposed."""
+        """Prompt -> model -> parser runs as Prefill/Decode with the prompt's parts exposed;
+        each keeps its own run (`seq:step:N`), opened after the one before."""
         from langchain_core.prompts import BasePromptTemplate
 
         prompt = steps[i] if isinstance(steps[i], BasePromptTemplate) else None
         at = i + 1 if prompt is not None else i
         if at >= len(steps):
             return None
-        model, kwargs = unbind(steps[at])
+        model, kwargs, tracing = unbind(steps[at])
         binding, _ = bind_model(model, kwargs) if model is not None and _is_model(model) else (None, "")
         if binding is None:
             return None
         split = parsers.kind(steps[at + 1]) if at + 1 < len(steps) else None
         used = at - i + 1 + (split is not None)
+        source: Ref | int = x
         if prompt is not None:
             shape, reason = prompt_shape(prompt, chat=binding.chat)
+            spec = self.open_run("prompt", prompt, x, f"seq:step:{i + 1}")
+            self.close_run(spec, None)
             if shape is None:
                 self.note(prompt, True, f"rendered by its own code ({reason})")
-                rendered = self.fn("prompt", prompt.invoke, input=x)
-                return used, self.llm(binding, self.model_input(binding, rendered), split, model)
-            return used, self.llm(binding, self.prompt_node(prompt, shape, x), split, model)
-        return used, self.llm(binding, self.model_input(binding, x), split, model)
+                rendered = self.fn("prompt", prompt._format_prompt_with_error_handling, inner_input=x)
+                model_input = self.model_input(binding, rendered)
+            else:
+                model_input = self.prompt_node(prompt, shape, x)
+            source = spec.id
+        else:
+            model_input = self.model_input(binding, x)
+        self._tracing = self._tracing + tracing
+        out, model_run = self.llm(binding, model_input, split, model, source, f"seq:step:{at + 1}")
+        if prompt is not None:
+            model_run.after = source
+        if split is not None:
+            parser = self.open_run("parser", steps[at + 1], model_run.id, f"seq:step:{at + 2}", after=model_run.id)
+            self.close_run(parser, out)
+        return used, out
 
-    def model(self, model: Any, kwargs: dict[str, Any], x: Ref, split: str | None) -> Ref:
+    def model(self, model: Any, kwargs: dict[str, Any], x: Ref, tag: str | None) -> Ref:
         binding, reason = bind_model(model, kwargs)
         if binding is None:
             raise Opaque(reason)
-        return self.llm(binding, self.model_input(binding, x), split, model)
+        return self.llm(binding, self.model_input(binding, x), None, model, x, tag)[0]
 
     def model_input(self, binding: ModelBinding, x: Ref) -> Ref:
         convert = binding.messages if binding.chat else binding.prompt_text
@@ -302,7 +400,10 @@ class Capture:
         self.note(prompt, True, f"prompt parts {len(op.flat_parts)} ({len(shape.variables)} slots)")
         return self.add(Kind.PREFILL, "prefill", inputs=ports, attrs=attrs, op=op)
 
-    def llm(self, binding: ModelBinding, prompt: Ref, split: str | None, model: Any) -> Ref:
+    def llm(self, binding: ModelBinding, prompt: Ref, split: str | None, model: Any, source: Ref | int,
+            tag: str | None) -> tuple[Ref, RunSpec]:
+        """Decode (and the chat message it becomes) for `model`, and the model's run spec:
+        its input is `source` (a value, or a fused prompt's run), its output its generation."""
         engine = self.engine(binding.engine)
         self.llm_engines.add(engine)
         self.models.append(binding)
@@ -312,11 +413,13 @@ class Capture:
         if kind is not None:
             attrs["splittable"] = kind
         decode = self.add(Kind.DECODE, "decode", engine=engine, inputs={"prompt": prompt}, attrs=attrs, op=op)
+        run = self.open_run("llm", model, source, tag, decode=decode.node, binding=binding)
+        self.close_run(run, None)
         self.note(model, True, f"Decode on {engine}" + (f", output parsed as {split}" if split else ""))
         if op.result == "generation":
             shape = ChatResult(binding.model_name, text=split == "str", stream_usage=binding.streams_usage)
-            return self.add(Kind.CALL, "message", inputs={"generation": decode}, op=shape)
-        return decode
+            return self.add(Kind.CALL, "message", inputs={"generation": decode}, op=shape), run
+        return decode, run
 
     def build(self, out: Ref) -> Graph:
         self.builder.output(out)
@@ -340,23 +443,27 @@ def pass_context(session: Any, llm_engines: set[str]) -> Any:
 
 
 TRACING_ONLY = frozenset({"tags", "metadata", "run_name"})
-"""Config keys that only name and annotate a component's own run. A lowered component runs
-no callbacks of its own, so a binding carrying only these lowers like its bound component;
-any other key (callbacks, configurable, ...) keeps the binding opaque, where it applies."""
+"""Config keys that only name and annotate a component's own run: a binding carrying only
+these lowers like its bound component, whose rebuilt run takes them (`runs`); any other key
+(callbacks, configurable, ...) keeps the binding opaque, where it applies."""
 
 
-def unbind(runnable: Any) -> tuple[Any, dict[str, Any]]:
+def unbind(runnable: Any) -> tuple[Any, dict[str, Any], tuple[dict[str, Any], ...]]:
     """Strip plain RunnableBindings (`bind(**kwargs)`, tracing-only `with_config`), merging
-    kwargs. A binding with config that changes what runs is kept: only its own code applies it."""
+    kwargs; also their tracing configs, outermost first (they join the bound component's run).
+    A binding with config that changes what runs is kept: only its own code applies it."""
     from langchain_core.runnables import RunnableBinding
 
     kwargs: dict[str, Any] = {}
-    while type(runnable) is RunnableBinding:
+    tracing: list[dict[str, Any]] = []
+    while is_plain_binding(runnable):
         if set(runnable.config or {}) - TRACING_ONLY or runnable.config_factories:
             break
         kwargs = {**runnable.kwargs, **kwargs}
+        if runnable.config:
+            tracing.append(dict(runnable.config))
         runnable = runnable.bound
-    return runnable, kwargs
+    return runnable, kwargs, tuple(tracing)
 
 
 def peel_root(runnable: Any) -> tuple[Any, list[Any]]:
@@ -365,10 +472,19 @@ def peel_root(runnable: Any) -> tuple[Any, list[Any]]:
     from langchain_core.runnables import RunnableBinding
 
     layers = []
-    while type(runnable) is RunnableBinding:
+    while is_plain_binding(runnable):
         layers.append(runnable)
         runnable = runnable.bound
     return runnable, layers
+
+
+def is_plain_binding(runnable: Any) -> bool:
+    """A `RunnableBinding` with no behaviour of its own: the class itself, or the subclass
+    `BaseChatModel.bind` returns (`_ChatModelBinding`, which only narrows static types)."""
+    from langchain_core.runnables import RunnableBinding
+
+    cls = type(runnable)
+    return cls is RunnableBinding or cls is loaded_class("langchain_core.language_models.chat_models", "_ChatModelBinding")
 
 
 def has_own_batch(runnable: Any) -> bool:
@@ -380,7 +496,7 @@ def has_own_batch(runnable: Any) -> bool:
         return any(has_own_batch(step) for step in runnable.steps)
     if isinstance(runnable, RunnableParallel):
         return any(has_own_batch(step) for step in runnable.steps__.values())
-    if type(runnable) is RunnableBinding:
+    if is_plain_binding(runnable):
         return has_own_batch(runnable.bound)
     if isinstance(runnable, RunnableLambda):
         return False

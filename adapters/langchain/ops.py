@@ -21,24 +21,38 @@ class InvokeOp:
     sync entry points, `ainvoke` on the caller's loop for async ones (`accel.caller`), with the
     query's child config (a child of the chain's run, tagged as stock tags the step's run) set
     as the current config.
-    `first`: the component is the chain's first step, which receives `invoke`'s kwargs."""
+    `first`: the component is the chain's first step, which receives `invoke`'s kwargs.
+    `parent`: the run spec (`runs.RunSpec`) of the lowered component it is a step of."""
 
     runnable: Any
     tag: str | None = None
     first: bool = False
+    parent: int = 0
 
     async def compute(self, values: dict[str, Any]) -> Any:
         kwargs = values["kwargs"] if self.first else {}
-        return await run_as_stock(self.runnable, values["value"], values, self.tag, kwargs)
+        return await run_as_stock(self.runnable, values["value"], values, self.tag, kwargs, self.parent)
 
 
-async def run_as_stock(runnable: Any, value: Any, values: dict[str, Any], tag: str | None, kwargs: dict[str, Any]) -> Any:
+def step_config(values: dict[str, Any], tag: str | None, parent: int) -> Any:
+    """The config stock hands a step tagged `tag`: a child of its lowered parent's run when
+    the query rebuilds runs (`values["runs"]`, a `runs.RunTree`), else of the query's run."""
+    from langchain_core.runnables.config import patch_config
+
+    tree = values.get("runs")
+    if tree is not None:
+        return tree.child_config(parent, tag)
+    return patch_config(values["config"], callbacks=values["run"].get_child(tag))
+
+
+async def run_as_stock(runnable: Any, value: Any, values: dict[str, Any], tag: str | None, kwargs: dict[str, Any],
+                       parent: int = 0) -> Any:
     """`runnable` on `value` as a stock sequence runs a step: `ainvoke` on the caller's loop for
-    async callers, `invoke` on the caller's thread otherwise, a child of the query's run
-    (`values["run"]`, tagged `tag`) with its config as the current one (`set_config_context`)."""
-    from langchain_core.runnables.config import patch_config, set_config_context
+    async callers, `invoke` on the caller's thread otherwise, a child run tagged `tag` of its
+    parent (`step_config`) with its config as the current one (`set_config_context`)."""
+    from langchain_core.runnables.config import set_config_context
 
-    config = patch_config(values["config"], callbacks=values["run"].get_child(tag))
+    config = step_config(values, tag, parent)
     caller = values["caller"]
     if caller is not None and caller.asynchronous:
         async def step() -> Any:
@@ -62,18 +76,23 @@ async def run_as_stock(runnable: Any, value: Any, values: dict[str, Any], tag: s
 class BranchOp:
     """RunnableBranch (an Expand node): its conditions run as-is, in order, until one is true;
     the matching branch's sub-template (the default's when none is) runs inside the query, as
-    stock runs only the taken branch. Runs are tagged `condition:N` as stock tags them."""
+    stock runs only the taken branch. Runs are tagged `condition:N` as stock tags them, children
+    of the branch's own run (`spec`); the taken branch's runs hang under it (`scopes`)."""
 
     conditions: tuple[Any, ...]
     templates: tuple[Any, ...]  # one per condition, then the default's
+    scopes: tuple[int, ...] = ()  # their run scopes (`runs.RunPlan.scope`), in the same order
+    spec: int = 0
 
     async def expand(self, values: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         taken = len(self.conditions)
         for i, condition in enumerate(self.conditions):
-            if await run_as_stock(condition, values["value"], values, f"condition:{i + 1}", {}):
+            if await run_as_stock(condition, values["value"], values, f"condition:{i + 1}", {}, self.spec):
                 taken = i
                 break
-        inputs = {name: values[name] for name in ("config", "run", "caller")}
+        if values.get("runs") is not None:
+            values["runs"].attach(self.scopes[taken], self.spec)
+        inputs = {name: values[name] for name in ("config", "run", "caller", "runs")}
         return self.templates[taken], {"input": values["value"], "kwargs": {}, **inputs}
 
 

@@ -139,8 +139,12 @@ def multi_query(cap: Any, retriever: Any, x: Ref) -> Ref:
     question = cap.fn("question", lambda value: {"question": value}, value=x)
     lines = cap.lower(retriever.llm_chain, question)
     per_line = search(cap, plan, lines, many=True)
+    each = cap.open_run("retriever", retriever.retriever, lines, None, each=True)  # stock: one run per generated query
+    cap.close_run(each, per_line)
     inputs = {"line_docs": per_line}
     if retriever.include_original:
         inputs["original"] = search(cap, plan, x, many=False)
+        original = cap.open_run("retriever", retriever.retriever, x, None, after=each.id)
+        cap.close_run(original, inputs["original"])
     cap.note(retriever, True, f"generated queries -> Embed + Search {plan.collection} k={plan.k} each, unique union")
     return cap.fn("unique_union", unique_union, **inputs)

@@ -26,7 +26,7 @@ import itertools
 import logging
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from contextlib import aclosing, closing
+from contextlib import aclosing, closing, contextmanager
 from typing import Any
 
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -35,6 +35,7 @@ from langchain_core.runnables.config import patch_config
 from accel.adapters.common.errors import stock_llm_error
 from accel.adapters.common.explain import draw, explain_text
 from accel.adapters.langchain.capture import Capture, Step, pass_context, peel_root
+from accel.adapters.langchain.runs import RunTree
 from accel.adapters.langchain.streaming import Chunks, chat_result
 from accel.caller import LoopCaller, ThreadCaller
 from accel.engines.errors import EngineError
@@ -63,6 +64,7 @@ class WrappedRunnable(Runnable[Any, Any]):
         root, self._layers = peel_root(original)
         self._root = root  # what runs once the outer bindings are applied (`_bind`)
         capture, graph, context = _capture(root, self._session, tuple(disabled_passes))
+        self._runs, self._scope = capture.runs, capture.scope
         self.lowered = has_engine_work(graph)
         self._steps: list[Step] = capture.report if self.lowered else capture.inside(root) or capture.report
         self._kwargs_route = capture.kwargs_route()
@@ -73,6 +75,7 @@ class WrappedRunnable(Runnable[Any, Any]):
         if self.lowered:
             self._template = self._session.template(("langchain", next(_wrap_ids)), lambda: graph, context=context,
                                                     disabled_passes=tuple(disabled_passes))
+            self._runs.bind(self._scope, self._template)
             self._chat_result = chat_result(self._template)
         else:
             log.info("accel.wrap(%s): no engine work accel can lower; the chain runs as-is", self.name)
@@ -146,15 +149,18 @@ class WrappedRunnable(Runnable[Any, Any]):
             return await super().abatch(inputs, config, return_exceptions=return_exceptions, **kwargs)
 
     def _query(self, input: Any, run_manager: Any, config: RunnableConfig, caller: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
-        return {"input": input, "config": config, "run": run_manager, "caller": caller,
+        """The graph inputs of one call; "runs" rebuilds the lowered components' callback runs
+        when a handler listens (none: nothing is recorded)."""
+        runs = RunTree(self._runs, self._scope, config, run_manager) if run_manager.handlers else None
+        return {"input": input, "config": config, "run": run_manager, "runs": runs, "caller": caller,
                 "kwargs": kwargs if self._kwargs_route == "first" else {}}
 
     def _invoke(self, input: Any, run_manager: Any, config: RunnableConfig, **kwargs: Any) -> Any:
         caller = ThreadCaller()
         query = self._query(input, run_manager, config, caller, kwargs)
         try:
-            with wrapped_run(self._new_run()):
-                return self._session.run(self._template, query, caller=caller)
+            with wrapped_run(self._new_run()), _runs_closed(query["runs"]):
+                return self._session.run(self._template, query, caller=caller, watcher=query["runs"])
         except EngineError as err:
             self._may_fall_back(err, caller)
             with stock_call():
@@ -164,8 +170,8 @@ class WrappedRunnable(Runnable[Any, Any]):
         caller = LoopCaller(asyncio.get_running_loop())
         query = self._query(input, run_manager, config, caller, kwargs)
         try:
-            with wrapped_run(self._new_run()):
-                return await self._session.arun(self._template, query)
+            with wrapped_run(self._new_run()), _runs_closed(query["runs"]):
+                return await self._session.arun(self._template, query, watcher=query["runs"])
         except EngineError as err:
             self._may_fall_back(err, caller)
             with stock_call():
@@ -232,8 +238,8 @@ class WrappedRunnable(Runnable[Any, Any]):
         query = self._query(input, run_manager, config, caller, kwargs)
         chunks, started = Chunks(self._chat_result), False
         try:
-            items = self._session.stream(self._template, query, context=context_with(self._new_run()), caller=caller)
-            with closing(items):
+            items = self._session.stream(self._template, query, context=context_with(self._new_run()), caller=caller, watcher=query["runs"])
+            with closing(items), _runs_closed(query["runs"]):
                 for item in items:
                     for chunk in chunks.feed(item):
                         started = True
@@ -253,11 +259,13 @@ class WrappedRunnable(Runnable[Any, Any]):
         query = self._query(input, run_manager, config, caller, kwargs)
         chunks, started = Chunks(self._chat_result), False
         try:
-            async with aclosing(self._session.astream(self._template, query, context=context_with(self._new_run()))) as items:
-                async for item in items:
-                    for chunk in chunks.feed(item):
-                        started = True
-                        yield chunk
+            stream = self._session.astream(self._template, query, context=context_with(self._new_run()), watcher=query["runs"])
+            async with aclosing(stream) as items:
+                with _runs_closed(query["runs"]):
+                    async for item in items:
+                        for chunk in chunks.feed(item):
+                            started = True
+                            yield chunk
         except EngineError as err:
             if started:
                 raise
@@ -326,6 +334,21 @@ class WrappedRunnable(Runnable[Any, Any]):
 
 
 _END = object()
+
+
+@contextmanager
+def _runs_closed(runs: RunTree | None) -> Iterator[None]:
+    """End the query's rebuilt runs with it: closed when it answers, errored when it fails or
+    its consumer leaves."""
+    if runs is None:
+        yield
+        return
+    try:
+        yield
+    except BaseException as err:
+        runs.fail(err)
+        raise
+    runs.finish()
 
 
 def _child(query: dict[str, Any]) -> RunnableConfig:

@@ -145,7 +145,7 @@ class BrokenSession:
     def __init__(self, chunks: int) -> None:
         self.chunks = chunks
 
-    def stream(self, template, inputs, context=None, caller=None):
+    def stream(self, template, inputs, context=None, caller=None, watcher=None):
         for i in range(self.chunks):
             yield Delta(f"d{i}")
         raise EngineDied("llm", "the server went away", "restart it")

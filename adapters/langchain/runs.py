@@ -1,0 +1,279 @@
+"""Callback runs of the components accel lowers, opened and closed as stock LangChain does.
+
+A lowered prompt, chat model, parser, retriever or composite (sequence, parallel, assign,
+branch) runs as graph primitives, not through its own `invoke`, so its own code never opens
+its callback run. Tracers (LangSmith, Langfuse, `astream_events`) would show a different tree.
+So capture records a `RunSpec` per lowered component (`RunPlan`): its run type, its parent
+and the `seq:step:N` / `map:key:K` tag stock gives it, the bindings' tracing config around it
+and the graph values that are its input and output. While a query runs, a `RunTree` (the
+query's `QueryWatcher`) opens each run once its input exists and its parent is open, and
+closes it once its output exists and its children are closed: the same tree, names, tags,
+metadata, inputs and outputs as stock, in dependency order. Opaque components open their own
+runs as children of the right parent (`RunTree.child_config`).
+
+Only calls with callback handlers get a `RunTree`; without handlers nothing is recorded. The
+runs' callbacks are made on accel's session loop thread (stock calls them from the threads
+that run the steps, so handlers already have to be thread-safe).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from accel.ir import Ref
+
+log = logging.getLogger("accel.adapters.langchain")
+
+RunKind = Literal["scope", "chain", "prompt", "parser", "llm", "retriever"]
+_ids = itertools.count(1)
+
+
+@dataclass
+class RunSpec:
+    """One lowered component's callback run, as capture saw it."""
+
+    id: int
+    kind: RunKind
+    parent: int
+    scope: int
+    """The capture scope (one template) whose node names `input` and `output` refer to."""
+    component: Any = None
+    tag: str | None = None
+    bindings: tuple[dict[str, Any], ...] = ()
+    """Tracing-only configs of the bindings around the component, outermost first."""
+    input: Ref | int | None = None
+    """A graph value, or the output of another run (int: its spec id)."""
+    output: Ref | None = None
+    """A graph value; None when the run makes it (a prompt formats, a model generates)."""
+    after: int | None = None
+    """The previous step of the same sequence: this run opens only once that one closed."""
+    decode: str | None = None
+    """Models: the Decode node whose `Generation` is the run's output."""
+    binding: Any = None
+    """Models: their `ModelBinding` (the stock model, its bound kwargs)."""
+    each: bool = False
+    """One run per item of the input list (a retriever run per generated query)."""
+
+
+@dataclass
+class RunPlan:
+    """Every run spec of one wrapped chain (its template and its branch sub-templates)."""
+
+    specs: dict[int, RunSpec] = field(default_factory=dict)
+    templates: dict[int, Any] = field(default_factory=dict)
+    """scope id -> the template it became."""
+
+    def scope(self) -> int:
+        """A new scope: the parent of the runs at the top of one template."""
+        spec = RunSpec(next(_ids), "scope", parent=0, scope=0)
+        spec.scope = spec.id
+        self.specs[spec.id] = spec
+        return spec.id
+
+    def add(self, kind: RunKind, parent: int, scope: int, **fields: Any) -> RunSpec:
+        spec = RunSpec(next(_ids), kind, parent, scope, **fields)
+        self.specs[spec.id] = spec
+        return spec
+
+    def drop(self, spec: RunSpec) -> None:
+        self.specs.pop(spec.id, None)
+
+    def bind(self, scope: int, template: Any) -> None:
+        self.templates[scope] = template
+
+    def children(self, parent: int) -> Iterator[RunSpec]:
+        return (s for s in self.specs.values() if s.parent == parent)
+
+
+class _Run:
+    """A run while the query goes on: its config, manager and (once known) output."""
+
+    __slots__ = ("closed", "config", "managers", "output", "started", "streamed")
+
+    def __init__(self) -> None:
+        self.config: dict[str, Any] | None = None
+        self.managers: list[Any] = []
+        self.started = False
+        self.closed = False
+        self.streamed = False  # a model whose tokens were reported one by one
+        self.output: Any = _MISSING
+
+
+_MISSING = object()
+
+
+class RunTree:
+    """One query's runs: a `QueryWatcher` that opens and closes them as values appear."""
+
+    def __init__(self, plan: RunPlan, root_scope: int, config: dict[str, Any], run_manager: Any, *, streaming: bool = False) -> None:
+        self.plan = plan
+        self.streaming = streaming
+        self._runs: dict[int, _Run] = {}
+        self._values: dict[tuple[int, str], Any] = {}
+        self._scopes = {id(template): scope for scope, template in plan.templates.items()}
+        self._attached: dict[int, int] = {}  # sub-scope -> the spec whose child it runs as
+        self._order = sorted(plan.specs)
+        self._children: dict[int, list[int]] = {}
+        for spec in plan.specs.values():
+            self._children.setdefault(spec.parent, []).append(spec.id)
+        self._waiting: dict[tuple[int, str], list[int]] = {}
+        for spec in plan.specs.values():
+            for ref in (spec.input, spec.output):
+                if isinstance(ref, Ref):
+                    self._waiting.setdefault((spec.scope, ref.node), []).append(spec.id)
+        root = self._runs[root_scope] = _Run()
+        root.config, root.managers, root.started = config, [run_manager], True
+        self.unclosed = 0
+
+    # ---- QueryWatcher ---------------------------------------------------------------------
+
+    def finished(self, template: Any, node: str, value: Any) -> None:
+        scope = self._scopes.get(id(template))
+        if scope is None or (scope, node) not in self._waiting:
+            return
+        self._values[(scope, node)] = value
+        self._advance()
+
+    def generated(self, template: Any, node: str, results: list[Any]) -> None:
+        scope = self._scopes.get(id(template))
+        for spec in self.plan.specs.values():
+            if spec.kind == "llm" and spec.scope == scope and spec.decode == node and results:
+                run = self._runs.get(spec.id)
+                if run is not None and run.started and not run.closed:
+                    run.output = results[0]
+        self._advance()
+
+    def delta(self, template: Any, node: str, text: str) -> None:
+        scope = self._scopes.get(id(template))
+        for spec in self.plan.specs.values():
+            if spec.kind == "llm" and spec.scope == scope and spec.decode == node:
+                run = self._runs.get(spec.id)
+                if run is not None and run.started and not run.closed:
+                    from accel.adapters.langchain.tracing import token_chunk
+
+                    run.streamed = True
+                    for manager in run.managers:
+                        manager.on_llm_new_token(text, chunk=token_chunk(spec, text))
+
+    # ---- opaque code's parents ------------------------------------------------------------
+
+    def child_config(self, parent: int, tag: str | None) -> dict[str, Any]:
+        """The config stock hands a child step of run `parent` tagged `tag`."""
+        from langchain_core.runnables.config import patch_config
+
+        run = self._run_of(parent)
+        return patch_config(run.config, callbacks=run.managers[0].get_child(tag))
+
+    def attach(self, scope: int, spec: int) -> None:
+        """Sub-scope `scope` (a branch's template) runs as children of run `spec`."""
+        self._attached[scope] = spec
+        self._advance()
+
+    def _run_of(self, spec_id: int) -> _Run:
+        spec = self.plan.specs.get(spec_id)
+        if spec is not None and spec.kind == "scope" and spec_id in self._attached:
+            return self._run_of(self._attached[spec_id])
+        return self._runs[spec_id]
+
+    # ---- opening and closing --------------------------------------------------------------
+
+    def _advance(self) -> None:
+        """Open every run whose input and parent are ready, close every run whose output and
+        children are: repeated until nothing changes (a closing run may let the next open)."""
+        from accel.adapters.langchain import tracing
+
+        changed = True
+        while changed:
+            changed = False
+            for sid in self._order:
+                spec = self.plan.specs[sid]
+                if spec.kind == "scope":
+                    continue
+                run = self._runs.get(sid)
+                if run is None:
+                    if self._may_open(spec):
+                        run = self._runs[sid] = _Run()
+                        tracing.open_run(self, spec, run, self._input(spec))
+                        changed = True
+                elif not run.closed and self._may_close(spec, run):
+                    tracing.close_run(self, spec, run, self._output(spec, run))
+                    run.closed = True
+                    changed = True
+
+    def _ready(self, scope: int, ref: Ref) -> bool:
+        return (scope, ref.node) in self._values
+
+    def _value(self, scope: int, ref: Ref) -> Any:
+        value = self._values[(scope, ref.node)]
+        return value if ref.key is None else value[ref.key]
+
+    def _may_open(self, spec: RunSpec) -> bool:
+        try:
+            parent = self._run_of(spec.parent)
+        except KeyError:
+            return False
+        if not parent.started or parent.closed:
+            return False
+        if spec.after is not None and not self._closed(spec.after):
+            return False
+        if isinstance(spec.input, Ref):
+            return self._ready(spec.scope, spec.input)
+        if isinstance(spec.input, int):
+            return self._closed(spec.input)
+        return True
+
+    def _closed(self, spec_id: int) -> bool:
+        run = self._runs.get(spec_id)
+        return run is not None and run.closed
+
+    def _input(self, spec: RunSpec) -> Any:
+        if isinstance(spec.input, Ref):
+            return self._value(spec.scope, spec.input)
+        if isinstance(spec.input, int):
+            return self._runs[spec.input].output
+        return None
+
+    def _may_close(self, spec: RunSpec, run: _Run) -> bool:
+        for child in self._children.get(spec.id, ()):
+            if not self._closed(child) and (child in self._runs or self._may_open(self.plan.specs[child])):
+                return False
+        if spec.output is None:
+            return run.output is not _MISSING
+        return self._ready(spec.scope, spec.output)
+
+    def _output(self, spec: RunSpec, run: _Run) -> Any:
+        if spec.output is not None:
+            run.output = self._value(spec.scope, spec.output)
+        return run.output
+
+    # ---- the end of the query -------------------------------------------------------------
+
+    def fail(self, error: BaseException) -> None:
+        """The query failed: its open runs end with `error`, innermost first."""
+        from accel.adapters.langchain import tracing
+
+        for sid in reversed(self._order):
+            run = self._runs.get(sid)
+            spec = self.plan.specs[sid]
+            if run is not None and spec.kind != "scope" and not run.closed:
+                tracing.fail_run(spec, run, error)
+                run.closed = True
+
+    def finish(self) -> None:
+        """The query answered: runs still open (their output never showed) close with what is
+        known, logged and counted in `unclosed`."""
+        from accel.adapters.langchain import tracing
+
+        self._advance()
+        for sid in reversed(self._order):
+            run = self._runs.get(sid)
+            spec = self.plan.specs[sid]
+            if run is not None and spec.kind != "scope" and not run.closed:
+                log.debug("run %s of %r closed without its output", spec.kind, spec.component)
+                self.unclosed += 1
+                tracing.close_run(self, spec, run, None if run.output is _MISSING else run.output)
+                run.closed = True

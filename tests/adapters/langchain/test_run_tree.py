@@ -1,0 +1,284 @@
+"""A wrapped chain shows tracers the stock chain's run tree, on the real engines.
+
+LangSmith, Langfuse and every other LangChain tracer build their traces from the callback runs
+a chain emits: one run per Runnable the user wrote, with its name, run_type, tags, metadata,
+inputs, outputs and error, nested as the chain is. A lowered chain runs prompts, models,
+parsers, retrievers and parallels on accel's engines, and the trace must not show it: each test
+records both runs with a LangSmith-like tracer, normalises away what differs between any two
+executions (run ids, times, message ids, token usage, server details) and compares the trees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.messages import BaseMessage
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.prompt_values import PromptValue
+from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
+from langchain_core.runnables import RunnableLambda, RunnablePassthrough
+from langchain_core.tracers.base import BaseTracer
+from langchain_core.tracers.schemas import Run
+
+import accel
+
+pytestmark = [pytest.mark.engines, pytest.mark.slow]
+
+PROMPT = ChatPromptTemplate.from_messages([("system", "Answer briefly."), ("human", "{question}")])
+RAG_PROMPT = ChatPromptTemplate.from_messages([("system", "Answer from this context:\n\n{context}"), ("human", "{question}")])
+INVOCATION = ("model", "model_name", "temperature", "max_tokens", "max_completion_tokens", "stop")  # what the request asked for
+
+
+class Recorder(BaseTracer):
+    """Finished root runs with their child runs, recorded as LangSmith's tracer records them
+    (chat messages kept as messages; a chat model run has run_type "llm")."""
+
+    run_inline = True  # async runs call it on the loop, in event order
+
+    def __init__(self) -> None:
+        super().__init__(_schema_format="original+chat")
+        self.roots: list[Run] = []
+
+    def _persist_run(self, run: Run) -> None:
+        self.roots.append(run)
+
+    def on_chat_model_start(self, *args: Any, **kwargs: Any) -> Run:
+        run = super().on_chat_model_start(*args, **kwargs)
+        run.run_type = "llm"
+        return run
+
+
+def plain(value: Any) -> Any:
+    """A comparable value: Documents by content and metadata, prompt values and messages by
+    their messages' type and content (no ids, usage or response metadata)."""
+    if isinstance(value, Document):
+        return {"page_content": value.page_content, "metadata": plain(value.metadata)}
+    if isinstance(value, PromptValue):
+        return {type(value).__name__: plain(value.to_messages())}
+    if isinstance(value, BaseMessage):
+        return {"type": value.type, "content": value.content}
+    if isinstance(value, dict) and value.get("lc") == 1 and value.get("type") == "constructor":
+        return {"type": value["kwargs"].get("type"), "content": value["kwargs"].get("content")}  # dumpd'ed message
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    return value
+
+
+def order(run: Run) -> tuple[int, str]:
+    """Siblings in the chain's order: sequence steps by step, parallel branches by key (they
+    start on threads in any order), anything else in start order (the sort is stable)."""
+    for tag in run.tags or ():
+        if tag.startswith("seq:step:"):
+            return int(tag.removeprefix("seq:step:")), ""
+        if tag.startswith("map:key:"):
+            return 0, tag.removeprefix("map:key:")
+    return 0, ""
+
+
+def tree(run: Run) -> dict[str, Any]:
+    node = {"name": run.name, "run_type": run.run_type, "tags": sorted(run.tags or ()),
+            "metadata": dict(run.extra.get("metadata") or {}), "inputs": plain(run.inputs),
+            "error": run.error and run.error.split("(", 1)[0]}  # the exception's type name
+    if run.run_type == "llm":
+        params = run.extra.get("invocation_params") or {}
+        node["invocation"] = {k: params.get(k) for k in INVOCATION}
+        node["outputs"] = [[g.get("text") for g in gens] for gens in (run.outputs or {}).get("generations", [])]
+    else:
+        node["outputs"] = plain(run.outputs)
+    node["children"] = [tree(child) for child in sorted(run.child_runs, key=order)]
+    return node
+
+
+def trees(recorder: Recorder) -> list[dict[str, Any]]:
+    return sorted((tree(root) for root in recorder.roots), key=repr)  # batch roots end in any order
+
+
+def outline(node: dict[str, Any], depth: int = 0) -> list[tuple[int, str, str, tuple[str, ...]]]:
+    rows = [(depth, node["name"], node["run_type"], tuple(node["tags"]))]
+    for child in node["children"]:
+        rows += outline(child, depth + 1)
+    return rows
+
+
+def llm_runs(run: Run) -> list[Run]:
+    return [run] * (run.run_type == "llm") + [r for child in run.child_runs for r in llm_runs(child)]
+
+
+def difference(fast: Any, stock: Any, path: str = "") -> str:
+    """Where two normalised trees first differ, for the assertion message."""
+    if isinstance(fast, dict) and isinstance(stock, dict) and fast.keys() == stock.keys():
+        return next((d for k in fast if (d := difference(fast[k], stock[k], f"{path}.{k}"))), "")
+    if isinstance(fast, list) and isinstance(stock, list) and len(fast) == len(stock):
+        return next((d for i, (f, s) in enumerate(zip(fast, stock)) if (d := difference(f, s, f"{path}[{i}]"))), "")
+    return "" if fast == stock else f"{path}: accel {fast!r:.300} != stock {stock!r:.300}"
+
+
+def invoke(x: Any):
+    return lambda runnable, config: runnable.invoke(x, config=config)
+
+
+def same_trace(chain, call=None, x: Any = None) -> tuple[Recorder, Recorder]:
+    """Run `call(runnable, config)` on the stock chain and its wrapped twin, each with its own
+    recorder: equal outputs, equal run trees. Returns both recorders."""
+    call = call or invoke(x)
+    fast = accel.wrap(chain)
+    assert fast.lowered
+    stock_runs, fast_runs = Recorder(), Recorder()
+    stock_out = call(chain, {"callbacks": [stock_runs]})
+    fast_out = call(fast, {"callbacks": [fast_runs]})
+    assert fast_out == stock_out
+    assert stock_runs.roots
+    assert trees(fast_runs) == trees(stock_runs), difference(trees(fast_runs), trees(stock_runs))
+    return stock_runs, fast_runs
+
+
+def format_docs(docs: list[Document]) -> str:
+    return "\n\n".join(doc.page_content for doc in docs)
+
+
+def test_prompt_model_parser(chat_model, questions) -> None:
+    stock, _ = same_trace(PROMPT | chat_model | StrOutputParser(), x={"question": questions[0]})
+    assert outline(trees(stock)[0]) == [
+        (0, "RunnableSequence", "chain", ()),
+        (1, "ChatPromptTemplate", "prompt", ("seq:step:1",)),
+        (1, "ChatOpenAI", "llm", ("seq:step:2",)),
+        (1, "StrOutputParser", "parser", ("seq:step:3",)),
+    ]
+
+
+def test_the_docs_rag_chain(vectorstore, chat_model, questions) -> None:
+    retriever = vectorstore.as_retriever(search_kwargs={"k": 3})
+    chain = {"context": retriever | format_docs, "question": RunnablePassthrough()} | RAG_PROMPT | chat_model | StrOutputParser()
+    stock, _ = same_trace(chain, x=questions[1])
+    rows = outline(trees(stock)[0])
+    # stock tags a vector store's retriever with the store's and the embedder's class names
+    assert (2, "RunnableSequence", "chain", ("map:key:context",)) in rows
+    assert (3, "VectorStoreRetriever", "retriever", ("HuggingFaceEmbeddings", "PGVector", "seq:step:1")) in rows
+    assert (3, "format_docs", "chain", ("seq:step:2",)) in rows
+    assert (2, "RunnablePassthrough", "chain", ("map:key:question",)) in rows
+
+
+def test_passthrough_assign(chat_model, questions) -> None:
+    chain = RunnablePassthrough.assign(answer=PROMPT | chat_model | StrOutputParser())
+    same_trace(chain, x={"question": questions[2]})
+
+
+def two_dependent_calls(chat_model):
+    draft = ChatPromptTemplate.from_template("Draft an answer: {question}")
+    refine = ChatPromptTemplate.from_messages([("system", "Shorten this draft."), ("human", "{draft}")])
+    return {"draft": draft | chat_model | StrOutputParser()} | refine | chat_model | StrOutputParser()
+
+
+def test_two_dependent_llm_calls(chat_model, questions) -> None:
+    stock, _ = same_trace(two_dependent_calls(chat_model), x={"question": questions[3]})
+    assert [r[1] for r in outline(trees(stock)[0])].count("ChatOpenAI") == 2
+
+
+def test_completion_model(completion_model, questions) -> None:
+    chain = PromptTemplate.from_template("Question: {question}\nAnswer:") | completion_model | StrOutputParser()
+    same_trace(chain, x={"question": questions[0]})
+
+
+def test_run_name_tags_and_metadata(chat_model, questions) -> None:
+    answer = (PROMPT | chat_model).with_config(run_name="answer", tags=["mine"], metadata={"k": "v"})
+    stock, _ = same_trace(answer | StrOutputParser(), x={"question": questions[1]})
+    rows = outline(trees(stock)[0])
+    assert rows[1] == (1, "answer", "chain", ("mine", "seq:step:1"))
+    assert rows[3] == (2, "ChatOpenAI", "llm", ("mine", "seq:step:2"))  # tags are inherited
+    assert trees(stock)[0]["children"][0]["children"][1]["metadata"]["k"] == "v"  # so is metadata
+
+
+def test_a_bound_stop(chat_model, questions) -> None:
+    stock, _ = same_trace(PROMPT | chat_model.bind(stop=["\n"]) | StrOutputParser(), x={"question": questions[1]})
+    llm = trees(stock)[0]["children"][1]
+    assert llm["invocation"]["stop"] == llm["metadata"]["ls_stop"] == ["\n"]
+
+
+def test_ainvoke(chat_model, questions) -> None:
+    """(Not the RAG chain: a sync PGVector store cannot serve stock `ainvoke`.)"""
+    ainvoke = lambda runnable, config: asyncio.run(runnable.ainvoke({"question": questions[0]}, config=config))  # noqa: E731
+    same_trace(two_dependent_calls(chat_model), ainvoke)
+
+
+def test_batch_gives_each_input_its_own_root(chat_model, questions) -> None:
+    chain = PROMPT | chat_model | StrOutputParser()
+    inputs = [{"question": q} for q in questions[:2]]
+    stock, fast = same_trace(chain, lambda runnable, config: runnable.batch(inputs, config=config))
+    assert len(stock.roots) == len(fast.roots) == 2
+
+
+def test_stream(vectorstore, chat_model, questions) -> None:
+    retriever = vectorstore.as_retriever(search_kwargs={"k": 3})
+    chain = {"context": retriever | format_docs, "question": RunnablePassthrough()} | RAG_PROMPT | chat_model | StrOutputParser()
+    stock, fast = same_trace(chain, lambda runnable, config: "".join(runnable.stream(questions[2], config=config)))
+    for recorder in (stock, fast):  # the streamed model run reports its tokens as they come
+        counts = [sum(event["name"] == "new_token" for event in run.events) for run in llm_runs(recorder.roots[0])]
+        assert counts and min(counts) > 0
+
+
+def test_an_error_after_the_model_marks_the_same_runs(chat_model, questions) -> None:
+    def check(answer: str) -> str:
+        raise ValueError(f"rejected: {answer!r}")
+
+    def raising(runnable, config) -> str:
+        with pytest.raises(ValueError):
+            runnable.invoke({"question": questions[0]}, config=config)
+        return "raised"
+
+    stock, _ = same_trace(PROMPT | chat_model | StrOutputParser() | RunnableLambda(check), raising)
+    root = trees(stock)[0]
+    assert root["error"] == root["children"][-1]["error"] == "ValueError"
+    assert [child["error"] for child in root["children"][:-1]] == [None, None, None]
+
+
+def test_a_branch_shows_its_conditions_and_the_taken_branch(chat_model, questions) -> None:
+    from langchain_core.runnables import RunnableBranch
+
+    about_json = RunnableLambda(lambda x: "json" in x["question"].lower())
+    branch = RunnableBranch((about_json, PROMPT | chat_model | StrOutputParser()), RunnableLambda(lambda x: "not about json"))
+    chain = {"question": RunnablePassthrough()} | branch
+    stock, _ = same_trace(chain, x=questions[0])
+    rows = outline(trees(stock)[0])
+    assert (1, "RunnableBranch", "chain", ("seq:step:2",)) in rows
+    assert (2, "RunnableSequence", "chain", ("branch:1",)) in rows
+    same_trace(chain, x=questions[1])  # the default branch (opaque user code)
+
+
+def test_compression_and_multi_query_retrievers_in_a_chain(vectorstore, reranker_dir, chat_model, questions) -> None:
+    from langchain_classic.retrievers import ContextualCompressionRetriever
+    from langchain_classic.retrievers.document_compressors import CrossEncoderReranker
+    from langchain_classic.retrievers.multi_query import MultiQueryRetriever
+    from langchain_community.cross_encoders import HuggingFaceCrossEncoder
+
+    reranked = ContextualCompressionRetriever(base_compressor=CrossEncoderReranker(model=HuggingFaceCrossEncoder(model_name=str(reranker_dir)), top_n=2),
+                                              base_retriever=vectorstore.as_retriever(search_kwargs={"k": 4}))
+    # include_original=False: stock appends the question to the list its query chain returned,
+    # after that run ended, so a stock trace shows it in that run's output (ours does not)
+    expanded = MultiQueryRetriever.from_llm(retriever=vectorstore.as_retriever(search_kwargs={"k": 2}), llm=chat_model)
+    for retriever in (reranked, expanded):
+        chain = {"context": retriever | format_docs, "question": RunnablePassthrough()} | RAG_PROMPT | chat_model | StrOutputParser()
+        assert "Embed + Search" in accel.wrap(chain).explain()
+        same_trace(chain, x=questions[2])
+
+
+def test_astream_events_start_and_end_the_same_runs(chat_model, questions) -> None:
+    """`astream_events` (chat UIs stream from it) is built from the same callbacks: every run
+    starts and ends as in stock, and the answering model streams its tokens. (Stock also
+    streams the chunks through every step on the way, the first model's tokens included;
+    accel streams only the answer's, so per-chunk events of intermediate steps are absent.)"""
+    chain = two_dependent_calls(chat_model)
+
+    async def events(runnable) -> list[tuple[str, str, tuple[str, ...]]]:
+        return [(e["event"], e["name"], tuple(sorted(e["tags"])))
+                async for e in runnable.astream_events({"question": questions[1]}, version="v2")]
+
+    stock, fast = asyncio.run(events(chain)), asyncio.run(events(accel.wrap(chain)))
+    ends = lambda seen: sorted(e for e in seen if e[0].endswith(("_start", "_end")))  # noqa: E731
+    assert ends(fast) == ends(stock)
+    streamed = [e for e in fast if e[0] == "on_chat_model_stream"]
+    assert streamed and {e[2] for e in streamed} == {("seq:step:3",)}  # the answering model
