@@ -67,6 +67,8 @@ class Capture:
     disabled_passes: tuple[str, ...] = ()
     first_step: Any = None
     first_opaque: bool = False
+    leaf_root: bool = False
+    """The wrapped object is a model or retriever: its run is its own, not a chain run."""
     own_batch: list[str] = field(default_factory=list)
     """Opaque components with batch methods of their own, which only a stock `batch` calls."""
 
@@ -86,7 +88,9 @@ class Capture:
     def lower_root(self, root: Any) -> Ref:
         """Lower the wrapped chain itself. Its own run is the wrapped call's, so a top-level
         sequence's steps (tagged `seq:step:N`) and a top-level parallel's branches are runs of
-        the scope; the first step is the one that receives `invoke`'s kwargs."""
+        the scope; the first step is the one that receives `invoke`'s kwargs. A model or
+        retriever wrapped alone opens its own (llm / retriever) run instead (`leaf_root`)."""
+        from langchain_core.retrievers import BaseRetriever
         from langchain_core.runnables import RunnableParallel, RunnableSequence
 
         if isinstance(root, RunnableSequence) and self.has_engine_work(root):
@@ -96,7 +100,8 @@ class Capture:
         self.first_step = root
         if type(root) is RunnableParallel and self.has_engine_work(root):
             return self.parallel(root.steps__, self.input)
-        return self.lower(root, self.input, own_run=False)
+        self.leaf_root = _is_model(root) or isinstance(root, BaseRetriever)
+        return self.lower(root, self.input, own_run=self.leaf_root)
 
     def kwargs_route(self) -> str:
         """What stock does with `invoke`'s kwargs here: "first" (an opaque first step takes

@@ -30,7 +30,7 @@ from contextlib import aclosing, closing, contextmanager
 from typing import Any
 
 from langchain_core.runnables import Runnable, RunnableConfig
-from langchain_core.runnables.config import patch_config
+from langchain_core.runnables.config import ensure_config, get_callback_manager_for_config, patch_config
 
 from accel.adapters.common.errors import stock_llm_error
 from accel.adapters.common.explain import draw, explain_text
@@ -64,7 +64,7 @@ class WrappedRunnable(Runnable[Any, Any]):
         root, self._layers = peel_root(original)
         self._root = root  # what runs once the outer bindings are applied (`_bind`)
         capture, graph, context = _capture(root, self._session, tuple(disabled_passes))
-        self._runs, self._scope = capture.runs, capture.scope
+        self._runs, self._scope, self._leaf_root = capture.runs, capture.scope, capture.leaf_root
         self.lowered = has_engine_work(graph)
         self._steps: list[Step] = capture.report if self.lowered else capture.inside(root) or capture.report
         self._kwargs_route = capture.kwargs_route()
@@ -126,12 +126,18 @@ class WrappedRunnable(Runnable[Any, Any]):
         config, kwargs = self._bind(config, kwargs)
         if kwargs and self._kwargs_route == "stock":
             return self._stock("kwargs for a lowered first step", "invoke", input, config, **kwargs)
+        if self._leaf_root:  # a model or retriever alone: its own run, not a chain run
+            config = ensure_config(config)
+            return self._invoke(input, _CallRun(config), config, **kwargs)
         return self._call_with_config(self._invoke, input, config, **kwargs)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         config, kwargs = self._bind(config, kwargs)
         if kwargs and self._kwargs_route == "stock":
             return await self._astock("kwargs for a lowered first step", "ainvoke", input, config, **kwargs)
+        if self._leaf_root:
+            config = ensure_config(config)
+            return await self._ainvoke(input, _CallRun(config), config, **kwargs)
         return await self._acall_with_config(self._ainvoke, input, config, **kwargs)
 
     def batch(self, inputs: list[Any], config: Any = None, *, return_exceptions: bool = False, **kwargs: Any) -> list[Any]:
@@ -151,7 +157,7 @@ class WrappedRunnable(Runnable[Any, Any]):
     def _query(self, input: Any, run_manager: Any, config: RunnableConfig, caller: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
         """The graph inputs of one call; "runs" rebuilds the lowered components' callback runs
         when a handler listens (none: nothing is recorded)."""
-        runs = RunTree(self._runs, self._scope, config, run_manager) if run_manager.handlers else None
+        runs = RunTree(self._runs, self._scope, config, run_manager, leaf_root=self._leaf_root) if run_manager.handlers else None
         return {"input": input, "config": config, "run": run_manager, "runs": runs, "caller": caller,
                 "kwargs": kwargs if self._kwargs_route == "first" else {}}
 
@@ -208,7 +214,11 @@ class WrappedRunnable(Runnable[Any, Any]):
             return opened[-1]
 
         try:
-            yield from self._transform_stream_with_config(iter([input]), transform, config)
+            if self._leaf_root:
+                config = ensure_config(config)
+                yield from transform(iter([input]), _CallRun(config), config)
+            else:
+                yield from self._transform_stream_with_config(iter([input]), transform, config)
         finally:
             for generator in opened:
                 generator.close()
@@ -228,7 +238,12 @@ class WrappedRunnable(Runnable[Any, Any]):
             return self._astream(inputs, run_manager, config, kwargs)
 
         # closed explicitly: leaving early must cancel the query now, not when the GC gets to it
-        async with aclosing(self._atransform_stream_with_config(one(), transform, config)) as chunks:
+        if self._leaf_root:
+            config = ensure_config(config)
+            chunks_of = transform(one(), _CallRun(config), config)
+        else:
+            chunks_of = self._atransform_stream_with_config(one(), transform, config)
+        async with aclosing(chunks_of) as chunks:
             async for chunk in chunks:
                 yield chunk
 
@@ -334,6 +349,18 @@ class WrappedRunnable(Runnable[Any, Any]):
 
 
 _END = object()
+
+
+class _CallRun:
+    """Stands for the wrapped call's run where the root component opens its own (a model or
+    retriever wrapped alone): its children take the call's own callbacks."""
+
+    def __init__(self, config: RunnableConfig) -> None:
+        self._callbacks = get_callback_manager_for_config(config)
+        self.handlers = self._callbacks.handlers
+
+    def get_child(self, tag: str | None = None) -> Any:
+        return self._callbacks
 
 
 @contextmanager

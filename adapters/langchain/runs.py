@@ -109,9 +109,12 @@ _MISSING = object()
 class RunTree:
     """One query's runs: a `QueryWatcher` that opens and closes them as values appear."""
 
-    def __init__(self, plan: RunPlan, root_scope: int, config: dict[str, Any], run_manager: Any, *, streaming: bool = False) -> None:
+    def __init__(self, plan: RunPlan, root_scope: int, config: dict[str, Any], run_manager: Any, *, leaf_root: bool = False) -> None:
         self.plan = plan
-        self.streaming = streaming
+        self.root_scope = root_scope
+        self.leaf_root = leaf_root
+        """The root component's run is the call's own (a model or retriever wrapped alone): it
+        takes the call's config as is, with no wrapped chain run around it."""
         self._runs: dict[int, _Run] = {}
         self._values: dict[tuple[int, str], Any] = {}
         self._scopes = {id(template): scope for scope, template in plan.templates.items()}

@@ -18,7 +18,10 @@ def open_run(tree: RunTree, spec: RunSpec, run: _Run, value: Any) -> None:
     from langchain_core.runnables.config import get_callback_manager_for_config, merge_configs, patch_config
 
     parent = tree._run_of(spec.parent)
-    config = patch_config(parent.config, callbacks=parent.managers[0].get_child(spec.tag))
+    if tree.leaf_root and spec.parent == tree.root_scope:
+        config = dict(parent.config)
+    else:
+        config = patch_config(parent.config, callbacks=parent.managers[0].get_child(spec.tag))
     for binding in spec.bindings:  # as RunnableBinding.invoke merges its config, outermost first
         config = merge_configs(binding, config)
     run.config, run.started = config, True

@@ -282,3 +282,14 @@ def test_astream_events_start_and_end_the_same_runs(chat_model, questions) -> No
     assert ends(fast) == ends(stock)
     streamed = [e for e in fast if e[0] == "on_chat_model_stream"]
     assert streamed and {e[2] for e in streamed} == {("seq:step:3",)}  # the answering model
+
+
+def test_a_model_or_retriever_wrapped_alone_opens_its_own_run(vectorstore, chat_model, questions) -> None:
+    # a model's message carries its own id and server details: compare the text
+    stock, _ = same_trace(chat_model, lambda runnable, config: runnable.invoke(questions[0], config=config).content)
+    assert outline(trees(stock)[0]) == [(0, "ChatOpenAI", "llm", ())]
+    named = lambda runnable, config: runnable.invoke(questions[1], config={**config, "run_name": "ask", "tags": ["t"]}).content  # noqa: E731
+    stock, _ = same_trace(chat_model, named)
+    assert outline(trees(stock)[0]) == [(0, "ask", "llm", ("t",))]
+    stock, _ = same_trace(vectorstore.as_retriever(search_kwargs={"k": 2}), x=questions[2])
+    assert outline(trees(stock)[0])[0][:3] == (0, "VectorStoreRetriever", "retriever")
