@@ -1,6 +1,6 @@
 """The primitive dataflow IR: kinds, nodes, graphs, ops, builders and cached templates."""
 
-from accel.ir.build import Component, GraphBuilder, ModuleTemplate, refine, tree_summarize
+from accel.ir.build import GraphBuilder
 from accel.ir.errors import CycleError, GraphError, MissingInput, PassError
 from accel.ir.graph import Graph, ref
 from accel.ir.kinds import BATCHABLE_KINDS, ENGINE_KINDS, ITEMWISE_KINDS, LOCAL_KINDS, Kind
@@ -27,7 +27,6 @@ __all__ = [
     "ITEMWISE_KINDS",
     "LOCAL_KINDS",
     "CallOp",
-    "Component",
     "ConstOp",
     "CycleError",
     "DecodeOp",
@@ -41,7 +40,6 @@ __all__ = [
     "Kind",
     "LocalOp",
     "MissingInput",
-    "ModuleTemplate",
     "Derived",
     "Node",
     "Role",
@@ -60,6 +58,4 @@ __all__ = [
     "warmed_ids",
     "config_key",
     "ref",
-    "refine",
-    "tree_summarize",
 ]

@@ -5,7 +5,9 @@
 - `proxy`: a recording HTTP proxy in front of an OpenAI-compatible server (the exact request
   bodies a stock app and its accelerated twin send);
 - `recording`: records embeddings, searches and rerank pairs at the boundaries stock and
-  accel share, to compare the engine requests of both.
+  accel share, to compare the engine requests of both;
+- `templates`: Teola's hand-written module templates (GraphTransform), for building p-graphs
+  the way the paper does.
 
 Nothing in the library imports this package.
 """

@@ -16,8 +16,8 @@ from accel.ir import (
     Node,
     Ref,
     Slot,
-    tree_summarize,
 )
+from accel.testing.templates import tree_summarize
 
 
 def diamond() -> Graph:

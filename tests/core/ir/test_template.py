@@ -11,14 +11,13 @@ from accel.ir import (
     GraphBuilder,
     Kind,
     MissingInput,
-    ModuleTemplate,
     Ref,
     Slot,
     Template,
     TemplateCache,
     config_key,
-    refine,
 )
+from accel.testing.templates import ModuleTemplate, refine
 
 
 def chain(n: int) -> GraphBuilder:

@@ -19,11 +19,10 @@ from accel.ir import (
     GraphBuilder,
     ItemsOp,
     Kind,
-    ModuleTemplate,
     Ref,
     Slot,
-    refine,
 )
+from accel.testing.templates import ModuleTemplate, refine
 
 
 def _digest(text: str) -> str:
