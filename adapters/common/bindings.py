@@ -8,9 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accel.engines.base import Engine
+from accel.registry import EngineRegistry
+
+if TYPE_CHECKING:
+    from accel.session import EngineLimits
 
 
 @dataclass(frozen=True)
@@ -18,11 +22,11 @@ class EngineSpec:
     kind: str
     key: Hashable
     factory: Callable[[], Engine]
-    limits: Any = None
+    limits: EngineLimits | None = None
 
-    def bind(self, session: Any) -> str:
-        """The session's runtime name for this engine (made on first use)."""
-        return session.engine(self.kind, self.key, self.factory, limits=self.limits)
+    def bind(self, registry: EngineRegistry) -> str:
+        """The registry's runtime name for this engine (made on first use)."""
+        return registry.engine(self.kind, self.key, self.factory, limits=self.limits)
 
 
 def openai_server(base_url: str, model: str, api_key: str = "EMPTY") -> EngineSpec:
@@ -36,7 +40,7 @@ def openai_server(base_url: str, model: str, api_key: str = "EMPTY") -> EngineSp
 
         return scaled_llm(base_url, lambda url: OpenAIServerEngine(url, model, api_key))
 
-    def limits() -> Any:
+    def limits() -> EngineLimits:
         from accel.session import EngineLimits
 
         return EngineLimits(use_priority=True)
@@ -70,7 +74,7 @@ def reranker(model_path: str) -> EngineSpec:
 
         return scaled("rerank", lambda: CrossEncoderReranker(model_path))
 
-    def limits() -> Any:
+    def limits() -> EngineLimits:
         from accel.session import EngineLimits
 
         return EngineLimits(max_batch_size=RERANK_PAIRS_PER_CALL)

@@ -35,6 +35,7 @@ from accel.ir import GraphBuilder, Kind, Ref
 from accel.ir.expand import has_engine_work
 from accel.ir.graph import Graph
 from accel.ir.ops import DecodeOp, GatherOp, PromptOp
+from accel.registry import EngineRegistry, TemplateCompiler
 
 
 class Opaque(Exception):
@@ -52,7 +53,8 @@ class Step:
 
 @dataclass
 class Capture:
-    session: Any
+    session: TemplateCompiler
+    """The engines and templates the lowered chain uses (`accel.get_session()` normally)."""
     builder: GraphBuilder = field(default_factory=GraphBuilder)
     report: list[Step] = field(default_factory=list)
     llm_engines: set[str] = field(default_factory=set)
@@ -434,7 +436,7 @@ class Capture:
 _sub_ids = itertools.count()
 
 
-def pass_context(session: Any, llm_engines: set[str]) -> Any:
+def pass_context(session: EngineRegistry, llm_engines: set[str]) -> Any:
     """What the passes may know of the engines: measured batch limits (`accel.profiles`) and
     one LLM engine's tokenizer, chat template and block size (read from the running engine at
     run time)."""

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from accel.registry import TemplateCompiler
+
 from .dropin import DropInInfo, info, make_dropin
 from .lowered import lower_query_engine, lower_retriever
 from .subquestion import sub_question_overrides
@@ -43,7 +45,7 @@ def _is(obj: Any, module: str, name: str) -> bool:
 class Lowering:
     """Lowers the components of one wrapped object and records what happened to each."""
 
-    def __init__(self, session: Any, policy: str, disabled_passes: tuple[str, ...]) -> None:
+    def __init__(self, session: TemplateCompiler, policy: str, disabled_passes: tuple[str, ...]) -> None:
         self.session = session
         self.policy = policy
         self.disabled_passes = disabled_passes

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from accel.ir import CallOp, GraphBuilder, ItemsOp, Kind, Ref
+from accel.registry import EngineRegistry
 
 from . import events
 from .bindings import Unbound, bind_embedding, bind_llm, bind_vector_store
@@ -32,7 +33,7 @@ def is_fusion(retriever: Any) -> bool:
     return type(retriever) is QueryFusionRetriever
 
 
-def lower_fusion(b: GraphBuilder, retriever: Any, query: Ref, session: Any, scored_nodes: Any) -> Ref | Unbound:
+def lower_fusion(b: GraphBuilder, retriever: Any, query: Ref, session: EngineRegistry, scored_nodes: Any) -> Ref | Unbound:
     """Lower `retriever` if every sub-retriever is a dense VectorIndexRetriever on bound
     engines; otherwise return why not (the caller keeps it opaque)."""
     from llama_index.core.indices.vector_store.retrievers.retriever import VectorIndexRetriever
@@ -69,7 +70,7 @@ def lower_fusion(b: GraphBuilder, retriever: Any, query: Ref, session: Any, scor
     return b.add(Kind.CALL, "fuse", inputs={"queries": queries, **hits}, op=CallOp(fuse))
 
 
-def _expand(b: GraphBuilder, retriever: Any, query: Ref, session: Any) -> Ref:
+def _expand(b: GraphBuilder, retriever: Any, query: Ref, session: EngineRegistry) -> Ref:
     """The query list: a splittable decode when the retriever's LLM is bound, else its own call."""
     llm = bind_llm(retriever._llm) if retriever.num_queries > 1 else None
     if llm is None or isinstance(llm, Unbound) or llm.fill_max_tokens:

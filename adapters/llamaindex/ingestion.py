@@ -22,6 +22,7 @@ from typing import Any
 
 from accel.adapters.common.bindings import EngineSpec
 from accel.ir import CallOp, GraphBuilder, ItemsOp, Kind
+from accel.registry import EngineRegistry
 
 from .bindings import EmbedBinding, Unbound, bind_embedding
 from .writer import VectorStoreWriter, raise_failures
@@ -58,7 +59,7 @@ def plan_ingestion(transformations: list[Any], embed_model: Any | None, store: A
     return IngestPlan(prefix, model, binding, store, in_pipeline)
 
 
-def build_ingest_graph(plan: IngestPlan, session: Any, run_prefix: Callable[..., Any]) -> Any:
+def build_ingest_graph(plan: IngestPlan, session: EngineRegistry, run_prefix: Callable[..., Any]) -> Any:
     """The p-graph of one ingestion; `run_prefix(documents=..., options=...)` runs the opaque
     transformations and returns the nodes to embed (and the transformation cache state)."""
     b = GraphBuilder()

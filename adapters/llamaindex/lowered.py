@@ -23,6 +23,7 @@ from typing import Any
 import llama_index.core.instrumentation as instrument
 
 from accel.passes import PassContext
+from accel.registry import TemplateCompiler
 
 from . import events
 from .dropin import DropInInfo, info, make_dropin
@@ -89,7 +90,7 @@ def _structure_key(retriever: Any) -> tuple[Any, ...]:
             r._sparse_top_k, r._hybrid_top_k, r._alpha, tuple(r._node_ids or ()), tuple(r._doc_ids or ()))
 
 
-def lower_retriever(retriever: Any, session: Any, disabled_passes: tuple[str, ...] = ()) -> Any | None:
+def lower_retriever(retriever: Any, session: TemplateCompiler, disabled_passes: tuple[str, ...] = ()) -> Any | None:
     """A drop-in of `retriever` whose retrieval runs on accel's engines (its template optimised
     without `disabled_passes`), or None when no part of it would be lowered (it then stays the
     original)."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from accel.ir import CallOp, GraphBuilder, ItemsOp, Kind, Ref
+from accel.registry import EngineRegistry
 
 from . import events
 from .bindings import Unbound, bind_embedding, bind_reranker, bind_vector_store, hits_to_result
@@ -31,7 +32,7 @@ class RetrievalPlan:
     lowered: list[str] = field(default_factory=list)
     opaque: list[Unbound] = field(default_factory=list)
 
-    def build(self, b: GraphBuilder, session: Any) -> Ref:
+    def build(self, b: GraphBuilder, session: EngineRegistry) -> Ref:
         query = b.input(QUERY_PORT)
         nodes = _lower_retriever(self, b, query, session)
         for i, postprocessor in enumerate(self.postprocessors):
@@ -49,7 +50,7 @@ def _is_vector_retriever(retriever: Any) -> bool:
     return type(retriever) is VectorIndexRetriever
 
 
-def _lower_retriever(plan: RetrievalPlan, b: GraphBuilder, query: Ref, session: Any) -> Ref:
+def _lower_retriever(plan: RetrievalPlan, b: GraphBuilder, query: Ref, session: EngineRegistry) -> Ref:
     retriever = plan.retriever
     if is_fusion(retriever):
         fused = lower_fusion(b, retriever, query, session, _scored_nodes)
@@ -83,7 +84,7 @@ def _lower_retriever(plan: RetrievalPlan, b: GraphBuilder, query: Ref, session: 
                  op=CallOp(lambda hits: events.retrieval_ended(_scored_nodes(retriever, hits[0]))))
 
 
-def _lower_embed(plan: RetrievalPlan, b: GraphBuilder, query: Ref, session: Any) -> Ref:
+def _lower_embed(plan: RetrievalPlan, b: GraphBuilder, query: Ref, session: EngineRegistry) -> Ref:
     """The query's vector; the retriever's `retrieve` span opens here, the first node."""
     retriever = plan.retriever
     embed_model = retriever._embed_model
@@ -110,7 +111,7 @@ def _lower_embed(plan: RetrievalPlan, b: GraphBuilder, query: Ref, session: Any)
 
 
 def _lower_postprocessor(plan: RetrievalPlan, b: GraphBuilder, postprocessor: Any, query: Ref, nodes: Ref,
-                         session: Any) -> Ref:
+                         session: EngineRegistry) -> Ref:
     binding = bind_reranker(postprocessor)
     if isinstance(binding, Unbound):
         if type(postprocessor).__name__ != "SimilarityPostprocessor":
