@@ -242,20 +242,24 @@ def engine_cases(apps: Apps) -> list[Case]:
         return lambda: asyncio.run(run())
 
     vec = [0.1] * 384
-    hostile = ['a"; DROP TABLE langchain_pg_embedding; --', "langchain:y'; DROP TABLE langchain_pg_embedding; --",
-               'llamaindex:public.x"; DROP TABLE data_bad_inputs_li; --', "llamaindex:", "nolayout:x", "x" * 200]
+    from accel.adapters.langchain.tables import pgvector_collection
+    from accel.adapters.llamaindex.tables import pgvector_table
+
+    lc = pgvector_collection("bad_inputs")
+    hostile = ['a"; DROP TABLE langchain_pg_embedding; --', pgvector_collection("y'; DROP TABLE langchain_pg_embedding; --"),
+               pgvector_table('x"; DROP TABLE data_bad_inputs_li; --'), "langchain:", "nolayout:x", "x" * 200]
     cases = [Case("engine", "PgVectorEngine.run([])", "typed", pg(lambda e: e.run([]))),
-             Case("engine", "vector with NaN", "typed", pg(lambda e: e.run([VectorQuery([float("nan")] * 384, 3, "langchain:bad_inputs")]))),
-             Case("engine", "k=0", "typed", pg(lambda e: e.run([VectorQuery(vec, 0, "langchain:bad_inputs")]))),
-             Case("engine", "k='3'", "typed", pg(lambda e: e.run([VectorQuery(vec, "3", "langchain:bad_inputs")]))),  # type: ignore[arg-type]
-             Case("engine", "wrong dimension", "typed", pg(lambda e: e.run([VectorQuery([0.1] * 7, 3, "langchain:bad_inputs")]))),
-             Case("engine", "unknown metric", "typed", pg(lambda e: e.run([VectorQuery(vec, 3, "langchain:bad_inputs", metric="dot")]))),  # type: ignore[arg-type]
+             Case("engine", "vector with NaN", "typed", pg(lambda e: e.run([VectorQuery([float("nan")] * 384, 3, lc)]))),
+             Case("engine", "k=0", "typed", pg(lambda e: e.run([VectorQuery(vec, 0, lc)]))),
+             Case("engine", "k='3'", "typed", pg(lambda e: e.run([VectorQuery(vec, "3", lc)]))),  # type: ignore[arg-type]
+             Case("engine", "wrong dimension", "typed", pg(lambda e: e.run([VectorQuery([0.1] * 7, 3, lc)]))),
+             Case("engine", "unknown metric", "typed", pg(lambda e: e.run([VectorQuery(vec, 3, lc, metric="dot")]))),  # type: ignore[arg-type]
              Case("engine", "create_collection('x; DROP TABLE')", "typed", pg(lambda e: e.create_collection("x; DROP TABLE y", 3)))]
-    cases += [Case("engine", f"search collection {name!r}", "typed", pg(lambda e, n=name: e.run([VectorQuery(vec, 3, n)])))
+    cases += [Case("engine", f"search collection {str(name)!r}", "typed", pg(lambda e, n=name: e.run([VectorQuery(vec, 3, n)])))
               for name in hostile]
     cases += [
         Case("engine", "search the existing LangChain collection named x'; DROP TABLE ...", "returns its own rows",
-             pg(lambda e: e.run([VectorQuery(vec, 3, "langchain:x'; DROP TABLE langchain_pg_embedding; --")]))),
+             pg(lambda e: e.run([VectorQuery(vec, 3, pgvector_collection("x'; DROP TABLE langchain_pg_embedding; --"))]))),
         Case("engine", "after the hostile names every table is in place", "returns", pg(_tables_intact)),
         Case("engine", "unreachable DSN with a password", "typed",
              lambda: asyncio.run(PgVectorEngine(f"postgresql://u:{SECRET}@127.0.0.1:1/db").start())),

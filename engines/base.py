@@ -157,12 +157,48 @@ class SearchHit:
 
 
 @dataclass(frozen=True)
+class TableScope:
+    """Rows of a shared table that belong to one named group: those whose `foreign_key` equals
+    the `key` of the row of `table` whose `name_column` is `value`."""
+
+    table: str
+    key: str
+    foreign_key: str
+    name_column: str
+    value: str
+
+
+@dataclass(frozen=True)
+class TableLayout:
+    """A vector table another library wrote, described by the adapter that knows the library
+    (the engines know none): where its rows live, which columns hold the id, text and metadata,
+    the group of rows it is (`scope`), and how metadata filters compile (`filter_dialect`:
+    "jsonpath", Mongo-style operators on a JSONB column; "text_compare", `->>` values compared
+    as numbers when the filter value is one, as text otherwise). The embedding column is
+    `embedding`."""
+
+    name: str
+    """How errors and `explain()` name it (e.g. "langchain:docs")."""
+    schema: str
+    table: str
+    id_column: str
+    text_column: str
+    metadata_column: str
+    filter_dialect: Literal["jsonpath", "text_compare"] = "jsonpath"
+    scope: TableScope | None = None
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
 class VectorQuery:
-    """Nearest neighbours of one vector in one collection (a table or a framework collection)."""
+    """Nearest neighbours of one vector in one collection: an own table (its name) or a
+    framework's table (its `TableLayout`)."""
 
     vector: Sequence[float]
     k: int
-    collection: str
+    collection: str | TableLayout
     metric: Literal["cosine", "l2", "ip"] = "cosine"
     filter: dict[str, Any] | None = None
 

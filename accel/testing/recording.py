@@ -67,7 +67,7 @@ def record_requests() -> Iterator[RequestLog]:
 
     def engine_run(original: Any) -> Any:
         async def wrapper(self: Any, batch: Any) -> Any:
-            log.add("searched", [(q.collection.removeprefix("langchain:"), q.k, q.filter, _vector(q.vector)) for q in batch])
+            log.add("searched", [(_collection_name(q.collection), q.k, q.filter, _vector(q.vector)) for q in batch])
             return await original(self, batch)
 
         return wrapper
@@ -103,3 +103,9 @@ def record_requests() -> Iterator[RequestLog]:
     finally:
         for owner, name, original in reversed(patches):
             setattr(owner, name, original)
+
+
+def _collection_name(collection: Any) -> str:
+    """A LangChain collection's own name (what PGVector's search sees), else its name."""
+    scope = getattr(collection, "scope", None)
+    return scope.value if scope is not None else str(collection)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from accel.engines.base import Generation, SamplingParams, SearchHit, VectorQuery
+from accel.engines.base import Generation, SamplingParams, SearchHit, TableLayout, VectorQuery
 from accel.engines.embeddings import EmbedRequest
 
 # ---- opaque framework code ---------------------------------------------------------------
@@ -159,7 +159,7 @@ class SearchOp:
     of `Document`s per vector, as the vector store's `similarity_search_by_vector` returns."""
 
     port: str
-    collection: str
+    collection: TableLayout
     k: int
     metric: str = "cosine"
     filter: dict[str, Any] | None = None

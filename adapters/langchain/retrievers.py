@@ -15,6 +15,8 @@ from accel.adapters.common import bindings
 from accel.adapters.common.bindings import EngineSpec
 from accel.adapters.common.classes import is_exactly, loaded_class
 from accel.adapters.langchain.ops import EmbedTextsOp, RerankOp, SearchOp, unique_union
+from accel.adapters.langchain.tables import pgvector_collection
+from accel.engines.base import TableLayout
 from accel.ir import Kind, Ref
 
 _METRICS = {"cosine": "cosine", "l2": "l2", "inner": "ip"}
@@ -26,7 +28,7 @@ class VectorPlan:
     embed: EngineSpec
     normalize: bool
     store: EngineSpec
-    collection: str
+    collection: TableLayout
     k: int
     metric: str
     filter: dict[str, Any] | None
@@ -74,7 +76,7 @@ def vector_plan(retriever: Any) -> VectorPlan:
         embed=embed,
         normalize=normalize,
         store=bindings.pgvector(bindings.libpq_dsn(engine.url)),
-        collection=f"langchain:{store.collection_name}",
+        collection=pgvector_collection(store.collection_name),
         k=int(retriever.search_kwargs.get("k", 4)),
         metric=metric,
         filter=flt,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from accel.adapters.common.bindings import EngineSpec, embedder, libpq_dsn, openai_server, pgvector, reranker
-from accel.engines.base import SamplingParams, SearchHit, VectorQuery
+from accel.engines.base import SamplingParams, SearchHit, TableLayout, VectorQuery
 from accel.engines.embeddings import EmbedRequest
 
 
@@ -131,7 +131,7 @@ class SearchBinding:
     """PGVectorStore searched by accel's batched pgvector engine (cosine, no filters)."""
 
     engine: EngineSpec
-    collection: str
+    collection: TableLayout
 
     def request(self, vector: list[float], k: int) -> VectorQuery:
         return VectorQuery(vector, k, self.collection, "cosine")
@@ -163,8 +163,9 @@ def bind_store(store: Any) -> SearchBinding | Unbound:
         return Unbound(name, "a customised query is run by the store itself")
     from sqlalchemy.engine import make_url
 
-    collection = f"llamaindex:{store.schema_name}.{store.table_name}"
-    return SearchBinding(pgvector(libpq_dsn(make_url(store.connection_string))), collection)
+    from accel.adapters.llamaindex.tables import pgvector_table
+
+    return SearchBinding(pgvector(libpq_dsn(make_url(store.connection_string))), pgvector_table(store.table_name, store.schema_name))
 
 
 def hits_to_result(hits: list[SearchHit]) -> Any:

@@ -4,9 +4,9 @@ Requests are grouped by (collection, metric, k, filter); each group is one state
 `query.py`) on one pooled connection, groups run concurrently. `SearchHit.score` is the raw
 pgvector distance, smaller is nearer: cosine distance for "cosine", Euclidean distance for
 "l2", negative inner product for "ip" -- the number the frameworks' own stores return.
-`SearchHit.id` is the id the framework uses (LangChain `Document.id`, LlamaIndex `node_id`,
-or the row id of an own collection) and `metadata` is the row's metadata unchanged, so an
-adapter rebuilds exactly the framework's objects.
+`SearchHit.id` is the row's id (the `id_column` of a framework table's `TableLayout`, the id
+of an own collection's row) and `metadata` is the row's metadata unchanged, so an adapter
+rebuilds exactly the framework's objects.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from . import tables
 from .connections import ConnectionLost, Connections, T, Work
 from .failures import ENGINE, UNAVAILABLE_REMEDY, redact_dsn, translate, unavailable
 from .filters import filter_key
-from .layouts import Target, parse, resolve
+from .layouts import Collection, Target, check, name_of, own_table, resolve
 from .query import batched_search, operator
 from .server import resolve_dsn
 from .tables import Row, as_vector
@@ -61,7 +61,7 @@ class PgVectorEngine(Engine[VectorQuery, list[SearchHit]]):
         self._checkout_timeout_s = checkout_timeout_s
         self._ef_search = ef_search
         self._conns = Connections(self._open_pool, name=name)
-        self._targets: dict[str, Target] = {}
+        self._targets: dict[Collection, Target] = {}
 
     @property
     def dsn(self) -> str:
@@ -176,33 +176,33 @@ class PgVectorEngine(Engine[VectorQuery, list[SearchHit]]):
     async def _search_group(self, queries: list[VectorQuery], positions: list[int], results: list[list[SearchHit]]) -> None:
         first = queries[0]
         target = await self._target(first.collection)
-        vectors = [as_vector(query.vector, target.dim, first.collection) for query in queries]
+        vectors = [as_vector(query.vector, target.dim, target.collection) for query in queries]
         statement = batched_search(target, first.metric, first.k, first.filter)
 
         async def search(conn: psycopg.AsyncConnection) -> list[tuple]:
             return await (await conn.execute(statement, (vectors,))).fetchall()
 
         try:
-            rows = await self._use(search, collection=first.collection)
+            rows = await self._use(search, collection=target.collection)
         except EngineError:
             self._targets.pop(first.collection, None)  # the table may have changed under us
             raise
         for ordinal, hit_id, text, metadata, distance in rows:
             results[positions[ordinal - 1]].append(SearchHit(hit_id, text, float(distance), dict(metadata or {})))
 
-    async def _target(self, collection: str) -> Target:
+    async def _target(self, collection: Collection) -> Target:
         """The resolved collection, cached while its dimension is known."""
         cached = self._targets.get(collection)
         if cached is not None:
             return cached
-        address = parse(collection)
-        target = await self._use(lambda conn: resolve(conn, address), collection=collection)
+        check(collection)
+        target = await self._use(lambda conn: resolve(conn, collection), collection=name_of(collection))
         if target.dim is not None:
             self._targets[collection] = target
         return target
 
-    async def dimension(self, collection: str) -> int | None:
-        """The collection's vector dimension (None for an empty, unconstrained LangChain one)."""
+    async def dimension(self, collection: Collection) -> int | None:
+        """The collection's vector dimension (None for an empty, unconstrained one)."""
         return (await self._target(collection)).dim
 
     # ---- own collections --------------------------------------------------------------------
@@ -220,10 +220,11 @@ class PgVectorEngine(Engine[VectorQuery, list[SearchHit]]):
         self._targets.pop(name, None)
         await self._use(lambda conn: tables.drop(conn, name), collection=name, read=False)
 
-    async def ingest(self, collection: str, rows: Sequence[Row]) -> int:
+    async def ingest(self, collection: Collection, rows: Sequence[Row]) -> int:
         """Store rows in an own collection, all or none; returns how many were stored."""
-        if parse(collection).layout != "accel":
-            raise InvalidRequest(ENGINE, f"{collection!r} is a framework table", "add documents through the framework's own store")
+        if not isinstance(collection, str):
+            raise InvalidRequest(ENGINE, f"{name_of(collection)!r} is a framework table", "add documents through the framework's own store")
+        own_table(collection)
         if not rows:
             raise EmptyBatch(ENGINE, f"ingest into {collection!r} got no rows", "send at least one Row")
         target = await self._target(collection)

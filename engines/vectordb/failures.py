@@ -32,8 +32,8 @@ def unknown_collection(collection: str, detail: str) -> InvalidRequest:
     return InvalidRequest(
         ENGINE,
         f"unknown collection {collection!r} ({detail})",
-        "create it with PgVectorEngine.create_collection, or name a framework table as "
-        "'langchain:<collection_name>' or 'llamaindex:<table_name>'",
+        "create it with PgVectorEngine.create_collection, or describe a framework's table with a "
+        "TableLayout (its adapter does: accel.adapters.langchain.tables, accel.adapters.llamaindex.tables)",
     )
 
 

@@ -1,10 +1,11 @@
-"""Metadata filters compiled to SQL exactly as each framework compiles them.
+"""Metadata filters compiled to SQL, one function per dialect a table's writer uses.
 
-Fidelity: a filtered search must select the rows the framework's own search selects, so the
-LangChain dialect (JSONB, `jsonb_path_match`, the `$eq`/`$in`/`$and`... operators of
-langchain-postgres `PGVector`) and the LlamaIndex dialect (`metadata_->>'key'` compared as
-float when the value is numeric, as text otherwise) are reproduced, not unified. Own
-collections store JSONB metadata and use the LangChain dialect.
+Fidelity: a filtered search must select the rows the writing library's own search selects, so
+the dialects are reproduced, not unified: "jsonpath" (a JSONB column, `jsonb_path_match`, the
+Mongo-style `$eq`/`$in`/`$and`... operators) and "text_compare" (`column->>'key'` compared as
+float when the value is numeric, as text otherwise). Adapters name the dialect of their
+framework's tables (`TableLayout.filter_dialect`); own collections store JSONB metadata and use
+"jsonpath".
 """
 
 from __future__ import annotations
@@ -72,8 +73,8 @@ def _logical(filter_: Mapping[str, Any], leaf) -> sql.Composable:
     return leaf(_field(key), value)
 
 
-def langchain_filter(filter_: Mapping[str, Any], column: sql.Composable) -> sql.Composable:
-    """SQL for a langchain-postgres (JSONB) filter on `column`."""
+def jsonpath_filter(filter_: Mapping[str, Any], column: sql.Composable) -> sql.Composable:
+    """SQL for a "jsonpath" filter on the JSONB `column`."""
 
     def leaf(field: str, value: Any) -> sql.Composable:
         op, operand = _field_and_op(field, value)
@@ -107,8 +108,8 @@ def _path_match(column: sql.Composable, field: str, native: str, value: Any) -> 
     )
 
 
-def llamaindex_filter(filter_: Mapping[str, Any], column: sql.Composable) -> sql.Composable:
-    """SQL for a llama-index `PGVectorStore` filter on `column` (`metadata_`)."""
+def text_compare_filter(filter_: Mapping[str, Any], column: sql.Composable) -> sql.Composable:
+    """SQL for a "text_compare" filter on the JSON `column`."""
 
     def leaf(field: str, value: Any) -> sql.Composable:
         op, operand = _field_and_op(field, value)

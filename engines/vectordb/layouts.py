@@ -1,11 +1,10 @@
-"""Where a collection's rows live: accel's own tables and the frameworks' table layouts.
+"""Where a collection's rows live: accel's own tables, or a table another library wrote.
 
-A collection string names the layout:
-  - `"<name>"`: a table this engine created (`accel_<name>`: id, text, metadata JSONB, embedding);
-  - `"langchain:<collection_name>"`: langchain-postgres `PGVector` (`langchain_pg_embedding`
-    rows of that `langchain_pg_collection`);
-  - `"llamaindex:<table_name>"` or `"llamaindex:<schema>.<table_name>"`: llama-index
-    `PGVectorStore` (`data_<table_name>`, names lower-cased as llama-index does).
+A collection is either
+  - a name (`str`): a table this engine created (`accel_<name>`: id, text, metadata JSONB,
+    embedding);
+  - a `TableLayout` (`accel.engines.base`): a framework's table, described by the adapter that
+    knows the framework (table, columns, the group of rows it is, its filter dialect).
 """
 
 from __future__ import annotations
@@ -13,38 +12,39 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from psycopg import AsyncConnection, sql
 
+from accel.engines.base import TableLayout, TableScope
 from accel.engines.errors import InvalidRequest
 
 from .failures import ENGINE, unknown_collection
-from .filters import langchain_filter, llamaindex_filter
+from .filters import jsonpath_filter, text_compare_filter
 
-Layout = Literal["accel", "langchain", "llamaindex"]
+Collection = str | TableLayout
 
 OWN_PREFIX = "accel_"
 _OWN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,50}$")
-_LC_EMBEDDING = "langchain_pg_embedding"
-_LC_COLLECTION = "langchain_pg_collection"
 
 FilterCompiler = Callable[[Mapping[str, Any], sql.Composable], sql.Composable]
+_DIALECTS: dict[str, FilterCompiler] = {"jsonpath": jsonpath_filter, "text_compare": text_compare_filter}
 
 
 @dataclass(frozen=True)
 class Target:
     """A resolved collection: the table to scan, its columns, its scope and its dimension."""
 
-    collection: str
-    layout: Layout
+    collection: str  # its display name
+    own: bool
     schema: str
     table: str
     id_column: str
     text_column: str
     metadata_column: str
-    dim: int | None  # None: an unconstrained column with no rows yet (langchain without embedding_length)
-    scope_name: str | None = None  # the langchain collection name rows are restricted to
+    dim: int | None  # None: an unconstrained column with no rows yet
+    scope: TableScope | None = None
+    filter_dialect: str = "jsonpath"
 
     @property
     def relation(self) -> sql.Composable:
@@ -52,18 +52,11 @@ class Target:
 
     @property
     def compile_filter(self) -> FilterCompiler:
-        return llamaindex_filter if self.layout == "llamaindex" else langchain_filter
+        return _DIALECTS[self.filter_dialect]
 
 
-@dataclass(frozen=True)
-class Address:
-    """A parsed collection string, before the database is asked about it."""
-
-    collection: str
-    layout: Layout
-    schema: str
-    table: str
-    scope_name: str | None = None
+def name_of(collection: Collection) -> str:
+    return collection if isinstance(collection, str) else collection.name
 
 
 def own_table(name: str) -> str:
@@ -76,19 +69,15 @@ def own_table(name: str) -> str:
     return OWN_PREFIX + name
 
 
-def parse(collection: str) -> Address:
-    """Split a collection string into layout and table; raise InvalidRequest if malformed."""
-    layout, sep, rest = collection.partition(":")
-    if not sep:
-        return Address(collection, "accel", "public", own_table(collection))
-    if not rest:
-        raise unknown_collection(collection, "nothing after the layout prefix")
-    if layout == "langchain":
-        return Address(collection, "langchain", "public", _LC_EMBEDDING, scope_name=rest)
-    if layout == "llamaindex":
-        schema, dot, table = rest.lower().rpartition(".")
-        return Address(collection, "llamaindex", schema if dot else "public", f"data_{table}")
-    raise unknown_collection(collection, f"unknown layout {layout!r}; use 'langchain:' or 'llamaindex:'")
+def check(collection: Collection) -> None:
+    """Raise InvalidRequest for a collection no statement can be built for."""
+    if isinstance(collection, str):
+        own_table(collection)
+        return
+    if not isinstance(collection, TableLayout):
+        raise unknown_collection(repr(collection), "neither an own collection's name nor a TableLayout")
+    if collection.filter_dialect not in _DIALECTS:
+        raise unknown_collection(collection.name, f"unknown filter dialect {collection.filter_dialect!r}; use one of {sorted(_DIALECTS)}")
 
 
 _EMBEDDING_TYPMOD = sql.SQL(
@@ -96,27 +85,39 @@ _EMBEDDING_TYPMOD = sql.SQL(
     " JOIN pg_class c ON a.attrelid = c.oid JOIN pg_namespace n ON c.relnamespace = n.oid"
     " WHERE n.nspname = %s AND c.relname = %s AND a.attname = 'embedding' AND NOT a.attisdropped"
 )
-_LC_SCOPE = sql.SQL("SELECT uuid FROM {} WHERE name = %s").format(sql.Identifier(_LC_COLLECTION))
-_LC_SAMPLE_DIM = sql.SQL(
-    "SELECT vector_dims(e.embedding) FROM {} e JOIN {} c ON e.collection_id = c.uuid WHERE c.name = %s LIMIT 1"
-).format(sql.Identifier(_LC_EMBEDDING), sql.Identifier(_LC_COLLECTION))
 
 
-async def resolve(conn: AsyncConnection, address: Address) -> Target:
+def _scope_row(scope: TableScope) -> sql.Composable:
+    return sql.SQL("SELECT {key} FROM {table} WHERE {name} = %s").format(
+        key=sql.Identifier(scope.key), table=sql.Identifier(scope.table), name=sql.Identifier(scope.name_column))
+
+
+def _scope_sample_dim(layout: TableLayout, scope: TableScope) -> sql.Composable:
+    return sql.SQL("SELECT vector_dims(e.embedding) FROM {rows} e JOIN {groups} g ON e.{fk} = g.{key} WHERE g.{name} = %s LIMIT 1").format(
+        rows=sql.Identifier(layout.schema, layout.table), groups=sql.Identifier(scope.table), fk=sql.Identifier(scope.foreign_key),
+        key=sql.Identifier(scope.key), name=sql.Identifier(scope.name_column))
+
+
+async def resolve(conn: AsyncConnection, collection: Collection) -> Target:
     """Ask the catalog whether the collection exists and what dimension its vectors have."""
-    row = await (await conn.execute(_EMBEDDING_TYPMOD, (address.schema, address.table))).fetchone()
+    check(collection)
+    if isinstance(collection, str):
+        schema, table = "public", own_table(collection)
+    else:
+        schema, table = collection.schema, collection.table
+    row = await (await conn.execute(_EMBEDDING_TYPMOD, (schema, table))).fetchone()
+    name = name_of(collection)
     if row is None:
-        raise unknown_collection(address.collection, f"no table {address.schema}.{address.table} with an embedding column")
+        raise unknown_collection(name, f"no table {schema}.{table} with an embedding column")
     dim: int | None = row[0] if row[0] > 0 else None
-    if address.layout == "langchain":
-        if await (await conn.execute(_LC_SCOPE, (address.scope_name,))).fetchone() is None:
-            raise unknown_collection(address.collection, f"no langchain collection named {address.scope_name!r}")
+    if isinstance(collection, str):
+        return Target(name, True, schema, table, "id", "text", "metadata", dim)
+    scope = collection.scope
+    if scope is not None:
+        if await (await conn.execute(_scope_row(scope), (scope.value,))).fetchone() is None:
+            raise unknown_collection(name, f"no row named {scope.value!r} in {scope.table}")
         if dim is None:
-            sample = await (await conn.execute(_LC_SAMPLE_DIM, (address.scope_name,))).fetchone()
+            sample = await (await conn.execute(_scope_sample_dim(collection, scope), (scope.value,))).fetchone()
             dim = sample[0] if sample else None
-        return Target(address.collection, "langchain", address.schema, address.table,
-                      "id", "document", "cmetadata", dim, address.scope_name)
-    if address.layout == "llamaindex":
-        return Target(address.collection, "llamaindex", address.schema, address.table,
-                      "node_id", "text", "metadata_", dim)
-    return Target(address.collection, "accel", address.schema, address.table, "id", "text", "metadata", dim)
+    return Target(name, False, schema, table, collection.id_column, collection.text_column, collection.metadata_column, dim,
+                  scope, collection.filter_dialect)

@@ -39,9 +39,11 @@ def batched_search(target: Target, metric: str, k: int, filter_: Mapping[str, An
     column = lambda name: sql.Identifier("t", name)  # noqa: E731 - a local shorthand
     joins: sql.Composable = sql.SQL("")
     conditions: list[sql.Composable] = []
-    if target.layout == "langchain":
-        joins = sql.SQL(" JOIN langchain_pg_collection c ON t.collection_id = c.uuid")
-        conditions.append(sql.SQL("c.name = {}").format(sql.Literal(target.scope_name)))
+    if target.scope is not None:  # the rows of one named group of a shared table
+        scope = target.scope
+        joins = sql.SQL(" JOIN {groups} g ON t.{fk} = g.{key}").format(
+            groups=sql.Identifier(scope.table), fk=sql.Identifier(scope.foreign_key), key=sql.Identifier(scope.key))
+        conditions.append(sql.SQL("g.{name} = {value}").format(name=sql.Identifier(scope.name_column), value=sql.Literal(scope.value)))
     if filter_:
         conditions.append(target.compile_filter(filter_, column(target.metadata_column)))
     where = sql.SQL(" WHERE ") + sql.SQL(" AND ").join(conditions) if conditions else sql.SQL("")

@@ -32,7 +32,9 @@ def _plan(store: Any, engine: Any, embedding: Any, k: int, filter: dict | None) 
         return f"distance strategy {store._distance_strategy!r}"
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         return f"k={k!r}"
-    query = VectorQuery(vector=[float(v) for v in embedding], k=k, collection=f"langchain:{store.collection_name}",
+    from accel.adapters.langchain.tables import pgvector_collection
+
+    query = VectorQuery(vector=[float(v) for v in embedding], k=k, collection=pgvector_collection(store.collection_name),
                         metric=metric, filter=filter)
     spec = bindings.pgvector(bindings.libpq_dsn(engine.url))
     return Call(spec, [query], shape=_scored_documents)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from accel.adapters.langchain.tables import pgvector_collection
+from accel.adapters.llamaindex.tables import pgvector_table
 from accel.engines.base import VectorQuery
 from accel.engines.vectordb import PgVectorEngine
 
@@ -79,7 +81,7 @@ async def test_langchain_pgvector_table(engine: PgVectorEngine, pg_dsn: str, min
     k = 4
     stock = [await asyncio.to_thread(store.similarity_search_with_score, q, k) for q in QUESTIONS]
     query_vectors = [minilm.embed_query(q) for q in QUESTIONS]
-    ours = await engine.run([VectorQuery(v, k, f"langchain:{langchain_collection}", metric) for v in query_vectors])
+    ours = await engine.run([VectorQuery(v, k, pgvector_collection(langchain_collection), metric) for v in query_vectors])
     for stock_hits, our_hits in zip(stock, ours):
         assert [(d.id, d.page_content, d.metadata) for d, _ in stock_hits] == [(h.id, h.text, h.metadata) for h in our_hits]
         assert [score for _, score in stock_hits] == [h.score for h in our_hits]
@@ -98,7 +100,7 @@ async def test_langchain_pgvector_table(engine: PgVectorEngine, pg_dsn: str, min
 async def test_langchain_filters(engine: PgVectorEngine, pg_dsn: str, minilm, langchain_collection: str, filter_: dict) -> None:
     store = _langchain_store(pg_dsn, minilm, langchain_collection, "cosine")
     stock = await asyncio.to_thread(store.similarity_search_with_score, QUESTIONS[0], 5, filter_)
-    [ours] = await engine.run([VectorQuery(minilm.embed_query(QUESTIONS[0]), 5, f"langchain:{langchain_collection}", filter=filter_)])
+    [ours] = await engine.run([VectorQuery(minilm.embed_query(QUESTIONS[0]), 5, pgvector_collection(langchain_collection), filter=filter_)])
     assert stock, "the filter should leave some documents"
     assert [(d.id, score) for d, score in stock] == [(h.id, h.score) for h in ours]
 
@@ -128,7 +130,7 @@ async def test_llamaindex_pgvectorstore_table(engine: PgVectorEngine, minilm, ll
     for question in QUESTIONS:
         vector = minilm.embed_query(question)
         stock = await asyncio.to_thread(store.query, VectorStoreQuery(query_embedding=vector, similarity_top_k=k))
-        [ours] = await engine.run([VectorQuery(vector, k, f"llamaindex:{table}")])
+        [ours] = await engine.run([VectorQuery(vector, k, pgvector_table(table))])
         assert [h.id for h in ours] == stock.ids
         assert [1 - h.score for h in ours] == stock.similarities
         assert [h.text for h in ours] == [n.get_content() for n in stock.nodes]
@@ -148,6 +150,6 @@ async def test_llamaindex_filters(engine: PgVectorEngine, minilm, llamaindex_sto
     for ours_filter, stock_filters in cases:
         query = VectorStoreQuery(query_embedding=vector, similarity_top_k=5, filters=MetadataFilters(filters=stock_filters))
         stock = await asyncio.to_thread(store.query, query)
-        [ours] = await engine.run([VectorQuery(vector, 5, f"llamaindex:{table}", filter=ours_filter)])
+        [ours] = await engine.run([VectorQuery(vector, 5, pgvector_table(table), filter=ours_filter)])
         assert stock.ids, ours_filter
         assert ([h.id for h in ours], [1 - h.score for h in ours]) == (stock.ids, stock.similarities), ours_filter

@@ -10,10 +10,12 @@ import pytest
 from pgvector.psycopg import register_vector_async
 from psycopg import sql
 
+from accel.adapters.langchain.tables import pgvector_collection
+from accel.adapters.llamaindex.tables import pgvector_table
 from accel.engines.base import VectorQuery
 from accel.engines.errors import DimensionMismatch, EmptyBatch, InvalidRequest
 from accel.engines.vectordb import PgVectorEngine, Row
-from accel.engines.vectordb.layouts import parse, resolve
+from accel.engines.vectordb.layouts import resolve
 from accel.engines.vectordb.query import batched_search
 
 DIM = 16
@@ -114,7 +116,7 @@ async def test_hnsw_index_is_used_and_finds_neighbours(pg_dsn: str, collection_n
             assert [h.id for h in hits] == [f"r{i}" for i in expected]
     async with await psycopg.AsyncConnection.connect(pg_dsn) as conn:
         await register_vector_async(conn)
-        target = await resolve(conn, parse(collection_name))
+        target = await resolve(conn, collection_name)
         statement = sql.SQL("EXPLAIN ") + batched_search(target, "l2", 5, None)
         plan = await (await conn.execute(statement, (list(queries),))).fetchall()
     assert any("Index Scan using" in line and "hnsw" in line for (line,) in plan), plan
@@ -150,9 +152,9 @@ async def test_bad_requests_are_typed(engine: PgVectorEngine, collection_name: s
     with pytest.raises(InvalidRequest, match="unknown collection"):
         await engine.run([VectorQuery([0.1] * DIM, 3, "no_such_collection")])
     with pytest.raises(InvalidRequest, match="unknown collection"):
-        await engine.run([VectorQuery([0.1] * DIM, 3, "langchain:no_such_collection")])
+        await engine.run([VectorQuery([0.1] * DIM, 3, pgvector_collection("no_such_collection"))])
     with pytest.raises(InvalidRequest, match="unknown collection"):
-        await engine.run([VectorQuery([0.1] * DIM, 3, "llamaindex:no_such_table")])
+        await engine.run([VectorQuery([0.1] * DIM, 3, pgvector_table("no_such_table"))])
     await engine.create_collection(collection_name, DIM)
     with pytest.raises(InvalidRequest, match="metric"):
         await engine.run([VectorQuery([0.1] * DIM, 3, collection_name, "manhattan")])  # type: ignore[arg-type]
@@ -161,7 +163,9 @@ async def test_bad_requests_are_typed(engine: PgVectorEngine, collection_name: s
     with pytest.raises(InvalidRequest, match="filter"):
         await engine.run([VectorQuery([0.1] * DIM, 3, collection_name, filter={"$xor": []})])
     with pytest.raises(InvalidRequest, match="framework"):
-        await engine.ingest("langchain:whatever", [Row("a", "a", [0.1] * DIM)])
+        await engine.ingest(pgvector_collection("whatever"), [Row("a", "a", [0.1] * DIM)])
+    with pytest.raises(InvalidRequest, match="plain identifier"):
+        await engine.run([VectorQuery([0.1] * DIM, 3, "langchain:no_such_collection")])  # names an own table only
 
 
 async def test_round_trip_timing(engine: PgVectorEngine, collection_name: str) -> None:
