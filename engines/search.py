@@ -2,8 +2,8 @@
 
 Teola's search primitive is a web search API; offline, a BM25 index over a local corpus plays
 that part with the same shape (a batch of text queries in, ranked passages out), and a real
-search service plugs in as another backend. BM25 scores a whole batch with one sparse
-matrix product, in a worker thread, never on the event loop.
+search service plugs in as another backend. BM25 is `bm25s`'s, run in a worker thread, never
+on the event loop.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
-from scipy import sparse
 
 from accel.engines.base import Engine, Health, SearchHit, TextQuery
 from accel.engines.errors import EmptyBatch, InvalidRequest
@@ -102,75 +101,43 @@ def default_passages() -> list[TextPassage]:
 
 
 class BM25Index:
-    """Okapi BM25 over fixed passages, as a (terms x passages) sparse matrix of term weights.
+    """Okapi BM25 over fixed passages, scored by `bm25s` (its Lucene variant, in float64):
 
-    score(q, d) = sum over query tokens t of idf(t) * tf(t,d) * (k1 + 1) /
+    score(q, d) = sum over query tokens t of idf(t) * tf(t,d) /
                   (tf(t,d) + k1 * (1 - b + b * |d| / avgdl)),
     idf(t) = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))  (Lucene's non-negative form).
-    A token repeated in the query counts once per occurrence. Ties rank the earlier passage first.
+    Tokens are ours (`tokenize`); a token repeated in the query counts once per occurrence.
+    Only passages with a positive score are returned; ties rank the earlier passage first.
     """
 
     def __init__(self, passages: Sequence[Passage], *, k1: float = 1.5, b: float = 0.75) -> None:
+        import bm25s
+
         if not passages:
             raise InvalidRequest(ENGINE, "BM25 needs at least one passage", "pass a non-empty corpus")
         self.passages = list(passages)
         self.k1, self.b = k1, b
-        self.vocabulary: dict[str, int] = {}
-        rows, cols, counts = [], [], []
-        lengths = np.zeros(len(self.passages), dtype=np.float64)
-        for row, passage in enumerate(self.passages):
-            tokens = tokenize(passage.text)
-            lengths[row] = len(tokens)
-            for term, count in _counts(tokens, self.vocabulary, grow=True).items():
-                rows.append(row)
-                cols.append(term)
-                counts.append(count)
-        shape = (len(self.passages), len(self.vocabulary))
-        tf = sparse.csr_matrix((np.asarray(counts, dtype=np.float64), (rows, cols)), shape=shape)
-        df = np.bincount(tf.indices, minlength=shape[1]).astype(np.float64)
-        n = float(len(self.passages))
-        self.idf = np.log1p((n - df + 0.5) / (df + 0.5))
-        average = lengths.mean() or 1.0
-        norm = k1 * (1.0 - b + b * lengths / average)
-        row_of_entry = np.repeat(np.arange(shape[0]), np.diff(tf.indptr))
-        weights = self.idf[tf.indices] * tf.data * (k1 + 1.0) / (tf.data + norm[row_of_entry])
-        self._weights_t = sparse.csr_matrix((weights, tf.indices, tf.indptr), shape=shape).T.tocsr()
+        self._model = bm25s.BM25(k1=k1, b=b, method="lucene", dtype="float64")
+        self._model.index([tokenize(p.text) for p in self.passages], show_progress=False)
+        self.vocabulary: Mapping[str, int] = self._model.vocab_dict
 
-    def query_matrix(self, texts: Sequence[str]) -> sparse.csr_matrix:
-        rows, cols, counts = [], [], []
-        for row, text in enumerate(texts):
-            for term, count in _counts(tokenize(text), self.vocabulary, grow=False).items():
-                rows.append(row)
-                cols.append(term)
-                counts.append(count)
-        return sparse.csr_matrix(
-            (np.asarray(counts, dtype=np.float64), (rows, cols)), shape=(len(texts), len(self.vocabulary))
-        )
+    def scores(self, text: str) -> np.ndarray:
+        """The BM25 score of every passage for the query `text` (0 where nothing matches)."""
+        tokens = [t for t in tokenize(text) if t in self.vocabulary]
+        if not tokens:
+            return np.zeros(len(self.passages))
+        return np.asarray(self._model.get_scores(tokens), dtype=np.float64)
 
     def top_k(self, texts: Sequence[str], ks: Sequence[int]) -> list[list[tuple[int, float]]]:
         """(passage index, score) of the best `k` passages with a positive score, per query."""
-        scores = (self.query_matrix(texts) @ self._weights_t).tocsr()
         ranked = []
-        for row, k in enumerate(ks):
-            start, end = scores.indptr[row], scores.indptr[row + 1]
-            index, value = scores.indices[start:end], scores.data[start:end]
-            keep = value > 0
-            index, value = index[keep], value[keep]
+        for text, k in zip(texts, ks, strict=True):
+            scores = self.scores(text)
+            (index,) = np.nonzero(scores > 0)
+            value = scores[index]
             order = np.lexsort((index, -value))[:k]
             ranked.append([(int(index[i]), float(value[i])) for i in order])
         return ranked
-
-
-def _counts(tokens: list[str], vocabulary: dict[str, int], *, grow: bool) -> dict[int, int]:
-    counts: dict[int, int] = {}
-    for token in tokens:
-        term = vocabulary.get(token)
-        if term is None:
-            if not grow:
-                continue
-            term = vocabulary[token] = len(vocabulary)
-        counts[term] = counts.get(term, 0) + 1
-    return counts
 
 
 class BM25Backend:

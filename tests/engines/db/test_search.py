@@ -24,7 +24,7 @@ CORPUS = [
 
 
 def _reference_bm25(query: str, k1: float = 1.5, b: float = 0.75) -> dict[str, float]:
-    """BM25 written out term by term, independent of the sparse-matrix implementation."""
+    """BM25 (Lucene's variant, as bm25s scores it) written out term by term."""
     docs = {p.id: tokenize(p.text) for p in CORPUS}
     average = sum(len(t) for t in docs.values()) / len(docs)
     scores = {}
@@ -35,7 +35,7 @@ def _reference_bm25(query: str, k1: float = 1.5, b: float = 0.75) -> dict[str, f
             df = sum(term in t for t in docs.values())
             if tf[term]:
                 idf = math.log(1 + (len(docs) - df + 0.5) / (df + 0.5))
-                score += idf * tf[term] * (k1 + 1) / (tf[term] + k1 * (1 - b + b * len(tokens) / average))
+                score += idf * tf[term] / (tf[term] + k1 * (1 - b + b * len(tokens) / average))
         if score > 0:
             scores[doc_id] = score
     return scores
