@@ -7,7 +7,9 @@
 - `recording`: records embeddings, searches and rerank pairs at the boundaries stock and
   accel share, to compare the engine requests of both;
 - `templates`: Teola's hand-written module templates (GraphTransform), for building p-graphs
-  the way the paper does.
+  the way the paper does;
+- `runtrees`: LangChain callback run trees recorded and normalised, to compare a wrapped
+  chain's trace with the stock chain's.
 
 Nothing in the library imports this package.
 """

@@ -34,8 +34,9 @@ from langchain_core.runnables.config import ensure_config, get_callback_manager_
 
 from accel.adapters.common.errors import stock_llm_error
 from accel.adapters.common.explain import draw, explain_text
-from accel.adapters.langchain.capture import Capture, Step, pass_context, peel_root
+from accel.adapters.langchain.capture import Capture, Step, pass_context
 from accel.adapters.langchain.runs import RunTree
+from accel.adapters.langchain.structure import peel_root
 from accel.adapters.langchain.streaming import Chunks, chat_result
 from accel.caller import LoopCaller, ThreadCaller
 from accel.engines.errors import EngineError

@@ -15,7 +15,7 @@ from accel.adapters.langchain.runs import RunSpec, RunTree, _Run
 
 
 def open_run(tree: RunTree, spec: RunSpec, run: _Run, value: Any) -> None:
-    from langchain_core.runnables.config import get_callback_manager_for_config, merge_configs, patch_config
+    from langchain_core.runnables.config import get_callback_manager_for_config, patch_config
 
     parent = tree._run_of(spec.parent)
     if tree.leaf_root and spec.parent == tree.root_scope:
@@ -23,7 +23,7 @@ def open_run(tree: RunTree, spec: RunSpec, run: _Run, value: Any) -> None:
     else:
         config = patch_config(parent.config, callbacks=parent.managers[0].get_child(spec.tag))
     for binding in spec.bindings:  # as RunnableBinding.invoke merges its config, outermost first
-        config = merge_configs(binding, config)
+        config = _with_binding(binding, config)
     run.config, run.started = config, True
     component = spec.component
     if spec.kind == "llm":
@@ -48,6 +48,16 @@ def open_run(tree: RunTree, spec: RunSpec, run: _Run, value: Any) -> None:
         except Exception as err:  # noqa: BLE001 - the lowered prompt fails the query with the same error
             run.managers[0].on_chain_error(err)
             run.closed = True
+
+
+def _with_binding(binding: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+    """`merge_configs(binding, config)` for a tracing-only binding (tags joined and sorted,
+    the incoming metadata winning, the incoming run_name if any), without its
+    `ensure_config`, which would read the context's config: on accel's loop that is the
+    wrapped call's, not this run's parent's."""
+    return {**config, "tags": sorted({*binding.get("tags", []), *(config.get("tags") or [])}),
+            "metadata": {**binding.get("metadata", {}), **(config.get("metadata") or {})},
+            "run_name": config.get("run_name") or binding.get("run_name")}
 
 
 def close_run(tree: RunTree, spec: RunSpec, run: _Run, value: Any) -> None:

@@ -112,7 +112,8 @@ def langchain_run(chain: Any, inputs: list[Any], proxy: Any, mode: str) -> Run:
 
 def compare_langchain(chain: Any, fast: Any, inputs: list[Any], proxy: Any, *, output: Callable[[Any], Any] = lambda o: o) -> list[Run]:
     """Stock and wrapped, one `invoke` at a time and with `batch`: the same outputs and the
-    same engine requests both ways. Returns the wrapped runs."""
+    same engine requests both ways, and the same callback run tree (what a tracer shows) for
+    the first input. Returns the wrapped runs."""
     runs = []
     for mode in ("invoke", "batch"):
         stock = langchain_run(chain, inputs, proxy, mode)
@@ -120,7 +121,18 @@ def compare_langchain(chain: Any, fast: Any, inputs: list[Any], proxy: Any, *, o
         assert [output(o) for o in ours.outputs] == [output(o) for o in stock.outputs], (mode, ours.outputs, stock.outputs)
         assert_same_requests(stock, ours, distinct=mode == "batch")
         runs.append(ours)
+    assert_same_trace(chain, fast, inputs[0])
     return runs
+
+
+def assert_same_trace(chain: Any, fast: Any, x: Any) -> None:
+    from accel.testing.runtrees import Recorder, difference, outline, trees
+
+    stock_runs, fast_runs = Recorder(), Recorder()
+    chain.invoke(x, config={"callbacks": [stock_runs]})
+    fast.invoke(x, config={"callbacks": [fast_runs]})
+    fast_trees, stock_trees = trees(fast_runs), trees(stock_runs)
+    assert fast_trees == stock_trees, (difference(fast_trees, stock_trees), [outline(t) for t in fast_trees], [outline(t) for t in stock_trees])
 
 
 # ---- LlamaIndex --------------------------------------------------------------------------------

@@ -1,0 +1,70 @@
+"""What a Runnable is made of, as capture and the wrapper need to know it: plain bindings
+peeled off (their kwargs and tracing config kept), and whether stock `batch` reaches a
+component that batches on its own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from accel.adapters.common.classes import loaded_class
+
+TRACING_ONLY = frozenset({"tags", "metadata", "run_name"})
+"""Config keys that only name and annotate a component's own run: a binding carrying only
+these lowers like its bound component, whose rebuilt run takes them (`runs`); any other key
+(callbacks, configurable, ...) keeps the binding opaque, where it applies."""
+
+
+def unbind(runnable: Any) -> tuple[Any, dict[str, Any], tuple[dict[str, Any], ...]]:
+    """Strip plain RunnableBindings (`bind(**kwargs)`, tracing-only `with_config`), merging
+    kwargs; also their tracing configs, outermost first (they join the bound component's run).
+    A binding with config that changes what runs is kept: only its own code applies it."""
+    from langchain_core.runnables import RunnableBinding
+
+    kwargs: dict[str, Any] = {}
+    tracing: list[dict[str, Any]] = []
+    while is_plain_binding(runnable):
+        if set(runnable.config or {}) - TRACING_ONLY or runnable.config_factories:
+            break
+        kwargs = {**runnable.kwargs, **kwargs}
+        if runnable.config:
+            tracing.append(dict(runnable.config))
+        runnable = runnable.bound
+    return runnable, kwargs, tuple(tracing)
+
+
+def peel_root(runnable: Any) -> tuple[Any, list[Any]]:
+    """The wrapped chain under its outer RunnableBindings, and those bindings (outermost
+    first): the wrapper applies their config and kwargs to each call as they would."""
+    from langchain_core.runnables import RunnableBinding
+
+    layers = []
+    while is_plain_binding(runnable):
+        layers.append(runnable)
+        runnable = runnable.bound
+    return runnable, layers
+
+
+def is_plain_binding(runnable: Any) -> bool:
+    """A `RunnableBinding` with no behaviour of its own: the class itself, or the subclass
+    `BaseChatModel.bind` returns (`_ChatModelBinding`, which only narrows static types)."""
+    from langchain_core.runnables import RunnableBinding
+
+    cls = type(runnable)
+    return cls is RunnableBinding or cls is loaded_class("langchain_core.language_models.chat_models", "_ChatModelBinding")
+
+
+def has_own_batch(runnable: Any) -> bool:
+    """Whether stock `batch` / `abatch` of `runnable` reach a component whose batch differs
+    from calling `invoke` per input (an LLM's single generate call, retries, fallbacks, ...)."""
+    from langchain_core.runnables import Runnable, RunnableBinding, RunnableLambda, RunnableParallel, RunnableSequence
+
+    if isinstance(runnable, RunnableSequence):
+        return any(has_own_batch(step) for step in runnable.steps)
+    if isinstance(runnable, RunnableParallel):
+        return any(has_own_batch(step) for step in runnable.steps__.values())
+    if is_plain_binding(runnable):
+        return has_own_batch(runnable.bound)
+    if isinstance(runnable, RunnableLambda):
+        return False
+    cls = type(runnable)
+    return cls.batch is not Runnable.batch or cls.abatch is not Runnable.abatch
