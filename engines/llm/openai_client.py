@@ -163,6 +163,7 @@ class OpenAIServerEngine(LLMEngine):
         body = self._body(request, request_id)
         text: list[str] = []
         finish_reason = None
+        final = False
         try:
             async with client.stream("POST", url, json=body, headers={"X-Request-Id": request_id}) as response:
                 if response.status_code >= 400:
@@ -178,10 +179,14 @@ class OpenAIServerEngine(LLMEngine):
                             text.append(delta)
                             yield GenerationChunk(delta=delta)
                     if event.get("usage"):
+                        final = True
                         yield GenerationChunk(delta="", finished=True,
                                               generation=_generation(event["usage"], text, finish_reason, request_id))
             if request_id in self._aborted:  # the stream was closed under us without an error
                 raise asyncio.CancelledError(f"request {request_id} was aborted")
+            if not final:  # every finished stream ends with its usage: this one was cut off
+                raise EngineDied(self.name, f"the server ended the stream of {request_id} before its final chunk",
+                                 "check that the server is still running and read its log")
         except (httpx.ConnectError, httpx.ConnectTimeout) as err:
             raise EngineUnavailable(self.name, f"cannot reach {self.base_url} ({err})", _UNREACHABLE_REMEDY) from err
         except (httpx.StreamError, httpx.ReadError, httpx.RemoteProtocolError) as err:

@@ -69,9 +69,12 @@ async def test_killed_server_fails_fast_and_the_same_objects_recover(tiny_model,
         queries = [asyncio.wrap_future(pool.submit(long_app.invoke, {"question": f"heap {i}"})) for i in range(8)]
         started = asyncio.Event()
 
-        async def consume(i: int) -> None:
-            async for _ in engine.stream(GenerationRequest(prompt=f"def f{i}():", params=LONG)):
+        async def consume(i: int) -> str:
+            async for chunk in engine.stream(GenerationRequest(prompt=f"def f{i}():", params=LONG)):
                 started.set()
+                if chunk.finished:
+                    return "complete"
+            return "cut off silently"
 
         streams = [asyncio.create_task(consume(i)) for i in range(8)]
         await started.wait()
@@ -82,7 +85,10 @@ async def test_killed_server_fails_fast_and_the_same_objects_recover(tiny_model,
         query_results = await asyncio.wait_for(asyncio.gather(*queries, return_exceptions=True), 30)
         failed_after = time.perf_counter() - killed
         pool.shutdown()
-        assert all(isinstance(e, (EngineDied, EngineUnavailable)) for e in stream_errors), stream_errors
+        # each stream either got its whole output (a fast machine may finish one before the server
+        # dies) or fails typed; none ends silently cut off, and the kill cut at least one
+        typed = [isinstance(e, (EngineDied, EngineUnavailable)) for e in stream_errors]
+        assert all(t or e == "complete" for t, e in zip(typed, stream_errors)) and any(typed), stream_errors
         assert any(isinstance(r, BaseException) for r in query_results)
         assert failed_after < 5, f"errors came {failed_after:.1f} s after the kill (the bug: 9.45 s)"
 
