@@ -19,7 +19,6 @@ test: setup
 demo: setup
 	.venv/bin/accel demo
 
-# The layer contracts of .importlinter on accel as it installs (plain `lint-imports` cannot see
-# accel.engines etc. in this checkout: scripts/lint_imports.py says why).
+# The layer contracts of .importlinter (docs/design.md's folder map).
 lint: setup
-	.venv/bin/python scripts/lint_imports.py
+	.venv/bin/lint-imports

@@ -1,4 +1,7 @@
-"""Install the top-level folders under the `accel.` namespace (see DESIGN.md, Folders)."""
+"""Install the top-level folders under the `accel.` namespace (see DESIGN.md, Folders).
+
+`accel/engines`, `accel/adapters`, ... are symbolic links to those folders, so the checkout
+also has the import layout on disk (import-linter walks `accel/` and finds every layer)."""
 
 from setuptools import find_packages, setup
 
@@ -13,11 +16,16 @@ PACKAGE_DIRS = {
 }
 
 
+def _mapped_elsewhere(package: str, owner: str) -> bool:
+    """Whether `package` lives in another mapped folder (accel/engines is a link to engines/)."""
+    return any(package == other or package.startswith(other + ".") for other in PACKAGE_DIRS if len(other) > len(owner))
+
+
 def _packages() -> list[str]:
     found = []
     for name, folder in PACKAGE_DIRS.items():
         found.append(name)
-        found += [f"{name}.{sub}" for sub in find_packages(folder) if f"{name}.{sub}" not in PACKAGE_DIRS]
+        found += [f"{name}.{sub}" for sub in find_packages(folder) if not _mapped_elsewhere(f"{name}.{sub}", name)]
     return found
 
 
