@@ -127,19 +127,23 @@ class WrappedRunnable(Runnable[Any, Any]):
         config, kwargs = self._bind(config, kwargs)
         if kwargs and self._kwargs_route == "stock":
             return self._stock("kwargs for a lowered first step", "invoke", input, config, **kwargs)
-        if self._leaf_root:  # a model or retriever alone: its own run, not a chain run
-            config = ensure_config(config)
-            return self._invoke(input, _CallRun(config), config, **kwargs)
-        return self._call_with_config(self._invoke, input, config, **kwargs)
+        return self._under_root_run(self._call_with_config, self._invoke, input, config, **kwargs)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         config, kwargs = self._bind(config, kwargs)
         if kwargs and self._kwargs_route == "stock":
             return await self._astock("kwargs for a lowered first step", "ainvoke", input, config, **kwargs)
+        return await self._under_root_run(self._acall_with_config, self._ainvoke, input, config, **kwargs)
+
+    def _under_root_run(self, with_config: Callable[..., Any], fn: Callable[..., Any], input: Any, config: RunnableConfig | None,
+                        **kwargs: Any) -> Any:
+        """`fn(input, run_manager, config, **kwargs)` under the wrapped call's chain run, opened
+        by LangChain's `with_config` helper; a model or retriever wrapped alone opens its own
+        llm / retriever run instead (`runs.RunTree`), so there is no chain run around it."""
         if self._leaf_root:
             config = ensure_config(config)
-            return await self._ainvoke(input, _CallRun(config), config, **kwargs)
-        return await self._acall_with_config(self._ainvoke, input, config, **kwargs)
+            return fn(input, _CallRun(config), config, **kwargs)
+        return with_config(fn, input, config, **kwargs)
 
     def batch(self, inputs: list[Any], config: Any = None, *, return_exceptions: bool = False, **kwargs: Any) -> list[Any]:
         if self._own_batch:
@@ -166,7 +170,7 @@ class WrappedRunnable(Runnable[Any, Any]):
         caller = ThreadCaller()
         query = self._query(input, run_manager, config, caller, kwargs)
         try:
-            with wrapped_run(self._new_run()), _runs_closed(query["runs"]):
+            with wrapped_run(self._new_run()), _runs_closed(query["runs"], self.counters):
                 return self._session.run(self._template, query, caller=caller, watcher=query["runs"])
         except EngineError as err:
             self._may_fall_back(err, caller)
@@ -177,7 +181,7 @@ class WrappedRunnable(Runnable[Any, Any]):
         caller = LoopCaller(asyncio.get_running_loop())
         query = self._query(input, run_manager, config, caller, kwargs)
         try:
-            with wrapped_run(self._new_run()), _runs_closed(query["runs"]):
+            with wrapped_run(self._new_run()), _runs_closed(query["runs"], self.counters):
                 return await self._session.arun(self._template, query, watcher=query["runs"])
         except EngineError as err:
             self._may_fall_back(err, caller)
@@ -215,11 +219,8 @@ class WrappedRunnable(Runnable[Any, Any]):
             return opened[-1]
 
         try:
-            if self._leaf_root:
-                config = ensure_config(config)
-                yield from transform(iter([input]), _CallRun(config), config)
-            else:
-                yield from self._transform_stream_with_config(iter([input]), transform, config)
+            yield from self._under_root_run(lambda fn, inputs, cfg: self._transform_stream_with_config(inputs, fn, cfg),
+                                            transform, iter([input]), config)
         finally:
             for generator in opened:
                 generator.close()
@@ -239,11 +240,8 @@ class WrappedRunnable(Runnable[Any, Any]):
             return self._astream(inputs, run_manager, config, kwargs)
 
         # closed explicitly: leaving early must cancel the query now, not when the GC gets to it
-        if self._leaf_root:
-            config = ensure_config(config)
-            chunks_of = transform(one(), _CallRun(config), config)
-        else:
-            chunks_of = self._atransform_stream_with_config(one(), transform, config)
+        chunks_of = self._under_root_run(lambda fn, inputs, cfg: self._atransform_stream_with_config(inputs, fn, cfg),
+                                         transform, one(), config)
         async with aclosing(chunks_of) as chunks:
             async for chunk in chunks:
                 yield chunk
@@ -255,7 +253,7 @@ class WrappedRunnable(Runnable[Any, Any]):
         chunks, started = Chunks(self._chat_result), False
         try:
             items = self._session.stream(self._template, query, context=context_with(self._new_run()), caller=caller, watcher=query["runs"])
-            with closing(items), _runs_closed(query["runs"]):
+            with closing(items), _runs_closed(query["runs"], self.counters):
                 for item in items:
                     for chunk in chunks.feed(item):
                         started = True
@@ -277,7 +275,7 @@ class WrappedRunnable(Runnable[Any, Any]):
         try:
             stream = self._session.astream(self._template, query, context=context_with(self._new_run()), watcher=query["runs"])
             async with aclosing(stream) as items:
-                with _runs_closed(query["runs"]):
+                with _runs_closed(query["runs"], self.counters):
                     async for item in items:
                         for chunk in chunks.feed(item):
                             started = True
@@ -365,9 +363,9 @@ class _CallRun:
 
 
 @contextmanager
-def _runs_closed(runs: RunTree | None) -> Iterator[None]:
+def _runs_closed(runs: RunTree | None, counters: Counter[str]) -> Iterator[None]:
     """End the query's rebuilt runs with it: closed when it answers, errored when it fails or
-    its consumer leaves."""
+    its consumer leaves. A run whose output never showed is closed anyway and counted."""
     if runs is None:
         yield
         return
@@ -377,6 +375,8 @@ def _runs_closed(runs: RunTree | None) -> Iterator[None]:
         runs.fail(err)
         raise
     runs.finish()
+    if runs.unclosed:
+        counters["callback runs closed without their output"] += runs.unclosed
 
 
 def _child(query: dict[str, Any]) -> RunnableConfig:

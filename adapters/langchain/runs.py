@@ -88,6 +88,39 @@ class RunPlan:
     def children(self, parent: int) -> Iterator[RunSpec]:
         return (s for s in self.specs.values() if s.parent == parent)
 
+    def index(self) -> RunIndex:
+        """The lookups every query's `RunTree` uses, built once (the plan is complete once
+        the wrapper has bound its templates)."""
+        if self._index is None:
+            self._index = RunIndex.of(self)
+        return self._index
+
+    _index: RunIndex | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class RunIndex:
+    order: tuple[int, ...]
+    """Spec ids in creation order (parents before children), scopes left out."""
+    children: dict[int, tuple[int, ...]]
+    waiting: frozenset[tuple[int, str]]
+    """(scope, node) pairs whose values some run takes as input or output."""
+    scopes: dict[int, int]
+    """id(template) -> its scope."""
+    decodes: dict[tuple[int, str], int]
+    """(scope, Decode node) -> the model run it answers."""
+
+    @classmethod
+    def of(cls, plan: RunPlan) -> RunIndex:
+        specs = [plan.specs[i] for i in sorted(plan.specs) if plan.specs[i].kind != "scope"]
+        children: dict[int, list[int]] = {}
+        for spec in specs:
+            children.setdefault(spec.parent, []).append(spec.id)
+        waiting = {(spec.scope, ref.node) for spec in specs for ref in (spec.input, spec.output) if isinstance(ref, Ref)}
+        return cls(order=tuple(spec.id for spec in specs), children={k: tuple(v) for k, v in children.items()},
+                   waiting=frozenset(waiting), scopes={id(template): scope for scope, template in plan.templates.items()},
+                   decodes={(spec.scope, spec.decode): spec.id for spec in specs if spec.kind == "llm"})
+
 
 class _Run:
     """A run while the query goes on: its config, manager and (once known) output."""
@@ -115,19 +148,10 @@ class RunTree:
         self.leaf_root = leaf_root
         """The root component's run is the call's own (a model or retriever wrapped alone): it
         takes the call's config as is, with no wrapped chain run around it."""
+        self._index = plan.index()
         self._runs: dict[int, _Run] = {}
         self._values: dict[tuple[int, str], Any] = {}
-        self._scopes = {id(template): scope for scope, template in plan.templates.items()}
         self._attached: dict[int, int] = {}  # sub-scope -> the spec whose child it runs as
-        self._order = sorted(plan.specs)
-        self._children: dict[int, list[int]] = {}
-        for spec in plan.specs.values():
-            self._children.setdefault(spec.parent, []).append(spec.id)
-        self._waiting: dict[tuple[int, str], list[int]] = {}
-        for spec in plan.specs.values():
-            for ref in (spec.input, spec.output):
-                if isinstance(ref, Ref):
-                    self._waiting.setdefault((spec.scope, ref.node), []).append(spec.id)
         root = self._runs[root_scope] = _Run()
         root.config, root.managers, root.started = config, [run_manager], True
         self.unclosed = 0
@@ -135,32 +159,32 @@ class RunTree:
     # ---- QueryWatcher ---------------------------------------------------------------------
 
     def finished(self, template: Any, node: str, value: Any) -> None:
-        scope = self._scopes.get(id(template))
-        if scope is None or (scope, node) not in self._waiting:
-            return
-        self._values[(scope, node)] = value
-        self._advance()
+        key = (self._index.scopes.get(id(template)), node)
+        if key in self._index.waiting:
+            self._values[key] = value
+            self._advance()
 
     def generated(self, template: Any, node: str, results: list[Any]) -> None:
-        scope = self._scopes.get(id(template))
-        for spec in self.plan.specs.values():
-            if spec.kind == "llm" and spec.scope == scope and spec.decode == node and results:
-                run = self._runs.get(spec.id)
-                if run is not None and run.started and not run.closed:
-                    run.output = results[0]
-        self._advance()
+        run = self._model_run(template, node)
+        if run is not None and results:
+            run.output = results[0]
+            self._advance()
 
     def delta(self, template: Any, node: str, text: str) -> None:
-        scope = self._scopes.get(id(template))
-        for spec in self.plan.specs.values():
-            if spec.kind == "llm" and spec.scope == scope and spec.decode == node:
-                run = self._runs.get(spec.id)
-                if run is not None and run.started and not run.closed:
-                    from accel.adapters.langchain.tracing import token_chunk
+        run = self._model_run(template, node)
+        if run is not None:
+            from accel.adapters.langchain.tracing import token_chunk
 
-                    run.streamed = True
-                    for manager in run.managers:
-                        manager.on_llm_new_token(text, chunk=token_chunk(spec, text))
+            run.streamed = True
+            spec = self.plan.specs[self._index.decodes[(self._index.scopes[id(template)], node)]]
+            for manager in run.managers:
+                manager.on_llm_new_token(text, chunk=token_chunk(spec, text))
+
+    def _model_run(self, template: Any, node: str) -> _Run | None:
+        """The open run of the model whose Decode `node` is, if any."""
+        spec = self._index.decodes.get((self._index.scopes.get(id(template)), node))
+        run = self._runs.get(spec) if spec is not None else None
+        return run if run is not None and run.started and not run.closed else None
 
     # ---- opaque code's parents ------------------------------------------------------------
 
@@ -192,10 +216,8 @@ class RunTree:
         changed = True
         while changed:
             changed = False
-            for sid in self._order:
+            for sid in self._index.order:
                 spec = self.plan.specs[sid]
-                if spec.kind == "scope":
-                    continue
                 run = self._runs.get(sid)
                 if run is None:
                     if self._may_open(spec):
@@ -241,7 +263,7 @@ class RunTree:
         return None
 
     def _may_close(self, spec: RunSpec, run: _Run) -> bool:
-        for child in self._children.get(spec.id, ()):
+        for child in self._index.children.get(spec.id, ()):
             if not self._closed(child) and (child in self._runs or self._may_open(self.plan.specs[child])):
                 return False
         if spec.output is None:
@@ -259,10 +281,10 @@ class RunTree:
         """The query failed: its open runs end with `error`, innermost first."""
         from accel.adapters.langchain import tracing
 
-        for sid in reversed(self._order):
+        for sid in reversed(self._index.order):
             run = self._runs.get(sid)
             spec = self.plan.specs[sid]
-            if run is not None and spec.kind != "scope" and not run.closed:
+            if run is not None and not run.closed:
                 tracing.fail_run(spec, run, error)
                 run.closed = True
 
@@ -272,11 +294,11 @@ class RunTree:
         from accel.adapters.langchain import tracing
 
         self._advance()
-        for sid in reversed(self._order):
+        for sid in reversed(self._index.order):
             run = self._runs.get(sid)
             spec = self.plan.specs[sid]
-            if run is not None and spec.kind != "scope" and not run.closed:
-                log.debug("run %s of %r closed without its output", spec.kind, spec.component)
+            if run is not None and not run.closed:
+                log.warning("callback run %s of %r closed without its output", spec.kind, spec.component)
                 self.unclosed += 1
                 tracing.close_run(self, spec, run, None if run.output is _MISSING else run.output)
                 run.closed = True
