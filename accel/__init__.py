@@ -2,6 +2,7 @@
 
     chain = accel.wrap(chain)
     answers = accel.batch(accel.wrap(query_engine), questions)   # one consolidated batch
+    accel.host_llm("http://localhost:8000/v1", model_dir)        # no vLLM server needed
 
 Importing `accel` is light: the runtime, the engines and the framework adapters load on
 first use.
@@ -11,10 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from accel.hosting import host_llm
 from accel.options import WrapOptions
 from accel.wrap import register_adapter, wrap
 
-__all__ = ["WrapOptions", "abatch", "batch", "get_session", "register_adapter", "shutdown", "wrap"]
+__all__ = ["WrapOptions", "abatch", "batch", "get_session", "host_llm", "register_adapter", "shutdown", "wrap"]
 
 
 def batch(app: Any, inputs: Any, **options: Any) -> list[Any]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from accel.engines.base import Engine
+from accel.hosting import HostedLLM, hosted_llm
 from accel.registry import EngineRegistry
 
 if TYPE_CHECKING:
@@ -30,9 +31,13 @@ class EngineSpec:
 
 
 def openai_server(base_url: str, model: str, api_key: str = "EMPTY") -> EngineSpec:
-    """A vLLM OpenAI-compatible server. The scheduler derives priorities; the engine sends
-    them only when its start-up probe found the server scheduling by priority (a stock server
-    started without `--scheduling-policy priority` rejects any non-zero value)."""
+    """A vLLM OpenAI-compatible server, or vLLM's OpenAI layer hosted in this process when
+    accel hosts `base_url` (`accel.host_llm`). The scheduler derives priorities; the engine
+    sends them only when its start-up probe found the server scheduling by priority (a stock
+    server started without `--scheduling-policy priority` rejects any non-zero value)."""
+    hosted = hosted_llm(base_url)
+    if hosted is not None:
+        return _hosted_server(hosted, api_key)
 
     def make() -> Engine:
         from accel.engines.llm.openai_client import OpenAIServerEngine
@@ -46,6 +51,24 @@ def openai_server(base_url: str, model: str, api_key: str = "EMPTY") -> EngineSp
         return EngineLimits(use_priority=True)
 
     return EngineSpec("llm", (base_url.rstrip("/"), model), make, limits())
+
+
+def _hosted_server(hosted: HostedLLM, api_key: str) -> EngineSpec:
+    """One in-process engine per hosted base URL, whatever model name requests carry (the
+    hosted server answers a wrong name with 404, as `vllm serve` does)."""
+
+    def make() -> Engine:
+        from accel.engines.llm.hosted import HostedServerEngine
+
+        return HostedServerEngine(hosted.base_url, hosted.model, served_model_name=hosted.served_model_name,
+                                  max_model_len=hosted.max_model_len, extra_args=hosted.extra_args, api_key=api_key)
+
+    def limits() -> EngineLimits:
+        from accel.session import EngineLimits
+
+        return EngineLimits(use_priority=True)
+
+    return EngineSpec("llm", ("hosted", hosted.base_url), make, limits())
 
 
 def embedder(model_path: str) -> EngineSpec:

@@ -72,11 +72,12 @@ def port_free(host: str, port: int) -> bool:
         return True
 
 
-def server_command(model: str, *, host: str, port: int, served_model_name: str,
-                   max_model_len: int | None, extra_args: Sequence[str]) -> list[str]:
-    command = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-        "--model", model, "--host", host, "--port", str(port),
+def serve_args(model: str, *, served_model_name: str, max_model_len: int | None,
+               extra_args: Sequence[str] = ()) -> list[str]:
+    """vLLM's serving options as accel runs it, whether in a server process or hosted in
+    this one (`accel.engines.llm.hosted`)."""
+    args = [
+        "--model", model,
         "--served-model-name", served_model_name,
         "--scheduling-policy", "priority",
         "--enable-prompt-tokens-details",
@@ -84,8 +85,20 @@ def server_command(model: str, *, host: str, port: int, served_model_name: str,
         "--dtype", serving_dtype(model),
     ]
     if max_model_len is not None:
-        command += ["--max-model-len", str(max_model_len)]
-    return command + list(extra_args)
+        args += ["--max-model-len", str(max_model_len)]
+    return args + list(extra_args)
+
+
+def served_name(model: str) -> str:
+    """The name a server answers to by default: a directory's last part, or the model name."""
+    return Path(model).name if os.path.sep in model else model
+
+
+def server_command(model: str, *, host: str, port: int, served_model_name: str,
+                   max_model_len: int | None, extra_args: Sequence[str]) -> list[str]:
+    return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--host", host, "--port", str(port),
+            *serve_args(model, served_model_name=served_model_name, max_model_len=max_model_len,
+                        extra_args=extra_args)]
 
 
 async def launch_server(
@@ -105,7 +118,7 @@ async def launch_server(
     server is stopped then). `model` is what vLLM accepts: a directory or a model name.
     """
     port = port or free_port(host)
-    name = served_model_name or (Path(model).name if os.path.sep in model else model)
+    name = served_model_name or served_name(model)
     log_path = Path(log_path) if log_path else settings().home / "logs" / f"vllm-server-{port}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
