@@ -9,9 +9,10 @@ on the project's reference machine, docs/profile.md) apply and `explain()` says 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger("accel.profiles")
 
@@ -26,6 +27,16 @@ DEFAULTS: dict[str, dict[str, int]] = {
 }
 """Max efficient batch per class on the reference machine (2 cores; docs/profile.md)."""
 
+DEFAULT_SECONDS: dict[str, dict[str, float]] = {
+    "all-MiniLM-L6-v2": {"query": 1 / 299.3, "chunk": 1 / 21.6},
+    "rerank-minilm-l6": {"pairs": 1 / 20.5},
+    "pgvector": {"search": 1 / 374.1},
+}
+"""Seconds per item at the max efficient batch on the reference machine (docs/profile.md)."""
+
+QUERY_CHARS, CHUNK_CHARS = 65, 700
+"""Mean characters of the profiler's query-length and chunk-length texts (`engines/profile.py`)."""
+
 
 @dataclass(frozen=True)
 class MeasuredLimits:
@@ -33,6 +44,8 @@ class MeasuredLimits:
     """Engine name (as engines report it) -> input class -> max efficient batch size."""
     source: str
     """Where they come from, for `explain()`."""
+    seconds: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    """Engine name -> input class -> seconds per item at the max efficient batch."""
 
     def for_engines(self, engines: Iterable[tuple[str, str]]) -> dict[str, int]:
         """Pass-context profiles for `(runtime name, engine name)` pairs: keys
@@ -42,6 +55,32 @@ class MeasuredLimits:
             for cls, size in self.by_engine.get(engine_name, {}).items():
                 found[f"{runtime_name}/{cls}"] = size
         return found
+
+
+    def item_seconds(self, engine_name: str) -> Callable[[Any], float] | None:
+        """Expected seconds of one request to this engine, for duration-sized calls: a text
+        costs between the query and the chunk class by its length, a pair what a measured
+        pair costs, anything else the engine's slowest class. None when nothing was measured."""
+        measured = dict(self.seconds.get(engine_name, {}))
+        if not measured:
+            return None
+        slowest = max(measured.values())
+        query, chunk = measured.get("query"), measured.get("chunk")
+
+        def text(chars: int) -> float:
+            if query is None or chunk is None:
+                return slowest
+            share = (chars - QUERY_CHARS) / (CHUNK_CHARS - QUERY_CHARS)
+            return max(query, query + (chunk - query) * share)
+
+        def seconds(request: Any) -> float:
+            if isinstance(request, str):
+                return text(len(request))
+            if isinstance(request, (tuple, list)) and "pairs" in measured:
+                return measured["pairs"]
+            return slowest
+
+        return seconds
 
 
 def input_class(label: str) -> str | None:
@@ -59,6 +98,7 @@ def load(directory: Path | None = None) -> MeasuredLimits:
 
     directory = Path(directory) if directory is not None else settings().profiles_dir
     saved: dict[str, dict[str, int]] = {}
+    seconds: dict[str, dict[str, float]] = {}
     for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
         try:
             profile = EngineProfile.load(path)
@@ -68,6 +108,10 @@ def load(directory: Path | None = None) -> MeasuredLimits:
         cls = input_class(profile.label)
         if cls is not None:
             saved.setdefault(profile.engine, {})[cls] = profile.max_efficient_batch
+            best = {point.batch_size: point.throughput for point in profile.points}.get(profile.max_efficient_batch)
+            if best:
+                seconds.setdefault(profile.engine, {})[cls] = 1 / best
     if saved:
-        return MeasuredLimits(saved, f"measured on this machine ({directory})")
-    return MeasuredLimits(DEFAULTS, "documented defaults of the reference machine (no saved profile: run `accel profile`)")
+        return MeasuredLimits(saved, f"measured on this machine ({directory})", seconds)
+    return MeasuredLimits(DEFAULTS, "documented defaults of the reference machine (no saved profile: run `accel profile`)",
+                          DEFAULT_SECONDS)

@@ -22,7 +22,9 @@ import atexit
 import concurrent.futures
 import contextlib
 import contextvars
+import dataclasses
 import itertools
+import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Iterator, Mapping
 from typing import Any
@@ -41,6 +43,7 @@ __all__ = ["Delta", "EngineLimits", "EngineTask", "Final", "Session", "StreamIte
            "relay_to_loop", "relay_to_thread", "shutdown"]
 
 SHUTDOWN_TIMEOUT_S = 30.0
+log = logging.getLogger("accel.session")
 
 
 class Session:
@@ -176,8 +179,20 @@ class Session:
         engine = self._engines.get(name)
         if engine is None:
             raise EngineUnavailable(name, "the template names an engine this session does not hold", "register it with session.engine(...)")
-        await self._runtime.add_engine(name, engine, self._limits[name])
+        await self._runtime.add_engine(name, engine, self._sized(engine, self._limits[name]))
         await engine.start()
+
+    def _sized(self, engine: Engine, limits: EngineLimits | None) -> EngineLimits | None:
+        """Limits that size calls by duration get the engine's measured cost per request; an
+        engine without a profile keeps its count cap (logged)."""
+        if limits is None or limits.max_call_s is None or limits.item_seconds is not None:
+            return limits
+        seconds = self.measured.item_seconds(getattr(engine, "name", ""))
+        if seconds is None:
+            log.info("engine %s has no measured profile: its calls are sized by count (%d)",
+                     getattr(engine, "name", engine), limits.max_batch_size)
+            return limits
+        return dataclasses.replace(limits, item_seconds=seconds)
 
     async def scheduler(self, name: str) -> Any:
         """On the loop: the started engine scheduler of engine `name`, for engine calls made

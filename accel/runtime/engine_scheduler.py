@@ -22,7 +22,7 @@ from accel.engines.errors import EngineDied, EngineError, EngineUnavailable, Inv
 from accel.engines.llm.api_call import APICall
 from accel.runtime.limits import EngineLimits
 from accel.runtime.objectives import priority_offset
-from accel.runtime.policies import get_policy
+from accel.runtime.policies import get_policy, within_seconds
 from accel.runtime.sharing import current_scope
 from accel.runtime.task import EngineTask, Slice, TaskQueue
 
@@ -245,6 +245,8 @@ class EngineScheduler:
     def _dispatch(self, group: asyncio.TaskGroup) -> None:
         limit = self._free() if self._llm else self.limits.max_batch_size
         slices = self._policy(self._queue, limit)
+        if not self._llm and self.limits.sized_by_duration:
+            slices = within_seconds(slices, self.limits.item_seconds, self.limits.max_call_s)
         gone = [s for s in slices if s.task.future.done()]  # callers cancelled, not yet withdrawn
         if gone:
             for s in gone:

@@ -7,6 +7,7 @@ flight. The engines' profiler measures these numbers; the runtime only reads the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,14 @@ class EngineLimits:
     """Queued, not yet dispatched requests before `submit` waits (backpressure)."""
     use_priority: bool = True
     """LLM engines: send depth-derived priorities (the engine must schedule by priority)."""
+    max_call_s: float | None = None
+    """Batch engines: expected seconds one `run` call may take. With `item_seconds`, a batch
+    holds the requests whose expected time fits (at least one); `max_batch_size` still caps
+    the count. This sizes calls by duration on every machine instead of by a count that suits
+    one: how long a query that arrives now may wait behind the call in flight."""
+    item_seconds: Callable[[Any], float] | None = None
+    """Expected seconds of one request at the engine's efficient batch size (from its
+    measured profile, `accel.profiles`); None: calls are sized by count only."""
 
     def __post_init__(self) -> None:
         for name in ("max_batch_size", "max_inflight", "max_concurrent_batches", "queue_limit"):
@@ -34,6 +43,13 @@ class EngineLimits:
                     f"runtime: EngineLimits.{name} must be a positive int, got {value!r}. "
                     "Remedy: pass the engine profile's measured value (>= 1)."
                 )
+        if self.max_call_s is not None and not self.max_call_s > 0:
+            raise ValueError(f"runtime: EngineLimits.max_call_s must be > 0 seconds, got {self.max_call_s!r}. "
+                             "Remedy: pass None to size calls by count only.")
+
+    @property
+    def sized_by_duration(self) -> bool:
+        return self.max_call_s is not None and self.item_seconds is not None
 
     @classmethod
     def from_profile(cls, profile: Any) -> EngineLimits:

@@ -94,6 +94,26 @@ def _bucket_key(tasks) -> tuple[int, float]:
     return (first.priority, first.arrival or 0.0)
 
 
+def within_seconds(batch: list[Slice], seconds: Callable[[object], float], budget: float) -> list[Slice]:
+    """The leading requests of `batch` whose expected seconds add up to at most `budget`
+    (always at least one request, so an oversized request still runs, alone)."""
+    kept: list[Slice] = []
+    spent = 0.0
+    for piece in batch:
+        stop = piece.start
+        for index in range(piece.start, piece.stop):
+            cost = seconds(piece.task.requests[index])
+            if spent + cost > budget and (kept or stop > piece.start):
+                break
+            spent += cost
+            stop += 1
+        if stop > piece.start:
+            kept.append(Slice(piece.task, piece.start, stop))
+        if stop < piece.stop:
+            break
+    return kept
+
+
 def per_invocation_batch(queue: Iterable[EngineTask], limit: int) -> list[Slice]:
     """PO: the oldest node alone (its requests up to the limit)."""
     waiting = [t for t in queue if t.pending]

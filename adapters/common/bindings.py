@@ -71,6 +71,15 @@ def _hosted_server(hosted: HostedLLM, api_key: str) -> EngineSpec:
     return EngineSpec("llm", ("hosted", hosted.base_url), make, limits())
 
 
+MAX_ITEMS_PER_CALL = 4096
+"""A count cap on embedder and reranker calls, for memory: calls are sized by duration."""
+
+EMBED_CALL_S = 1.5
+"""Expected seconds of one embedder call: 32 chunk-length texts on the reference machine
+(docs/profile.md), the count calls were capped at before they were sized by duration; about
+450 query-length texts fit in the same time there, and more on a faster machine."""
+
+
 def embedder(model_path: str) -> EngineSpec:
     def make() -> Engine:
         from accel.engines.embeddings import SentenceTransformerEmbedder
@@ -78,16 +87,23 @@ def embedder(model_path: str) -> EngineSpec:
 
         return scaled("embed", lambda: SentenceTransformerEmbedder(model_path))
 
-    return EngineSpec("embed", model_path, make)
+    def limits() -> EngineLimits:
+        from accel.session import EngineLimits
+
+        return EngineLimits(max_batch_size=MAX_ITEMS_PER_CALL, max_call_s=EMBED_CALL_S)
+
+    return EngineSpec("embed", model_path, make, limits())
 
 
-RERANK_PAIRS_PER_CALL = 1024
-"""Pairs per reranker call. The engine runs them in length-sorted forward passes of its own
-efficient size, so a big call costs no more per pair; what it changes is that the queries it
-serves finish reranking together, and their next LLM calls then batch in vLLM. With one query
-per call, the queries behind a busy reranker left it one by one and each one's LLM calls ran
-alone (advanced RAG, 32 queries, 16 at a time: the server used 2.3x the CPU time of stock `batch`
-for the same requests; with 1,024 pairs per call it used less than stock)."""
+RERANK_CALL_S = 50.0
+"""Expected seconds of one reranker call: 1,024 pairs on the reference machine (20.5 pairs/s,
+docs/profile.md), the count it was sized by before. The engine runs a call in length-sorted
+forward passes of its own efficient size, so a big call costs no more per pair; what it changes
+is that the queries it serves finish reranking together, and their next LLM calls then batch
+in vLLM. With one query per call, the queries behind a busy reranker left it one by one and
+each one's LLM calls ran alone (advanced RAG, 32 queries, 16 at a time: the server used 2.3x
+the CPU time of stock `batch` for the same requests; with 1,024 pairs per call it used less
+than stock). Sized by time, a faster reranker takes proportionally more pairs per call."""
 
 
 def reranker(model_path: str) -> EngineSpec:
@@ -100,7 +116,7 @@ def reranker(model_path: str) -> EngineSpec:
     def limits() -> EngineLimits:
         from accel.session import EngineLimits
 
-        return EngineLimits(max_batch_size=RERANK_PAIRS_PER_CALL)
+        return EngineLimits(max_batch_size=MAX_ITEMS_PER_CALL, max_call_s=RERANK_CALL_S)
 
     return EngineSpec("rerank", model_path, make, limits())
 

@@ -40,3 +40,26 @@ def test_stage_decompose_uses_the_limit_of_the_node_s_input_class() -> None:
     assert input_class(graph, graph.node("embed")) == "chunk"
     after = stage_decompose(graph, PassContext(profiles={"embed0/query": 8, "embed0/chunk": 2}))
     assert [n.name for n in after.nodes() if n.name.startswith("embed#mb")] == ["embed#mb0", "embed#mb1", "embed#mb2"]
+
+
+def test_saved_profiles_give_seconds_per_item(tmp_path: Path) -> None:
+    """Throughput at the max efficient batch becomes the cost per request that sizes calls
+    by duration (`EngineLimits.max_call_s`)."""
+    save(tmp_path, "rerank-minilm-l6", "pairs", 4)  # 4 pairs/s at batch 4
+    cost = profiles.load(tmp_path).item_seconds("rerank-minilm-l6")
+    assert cost is not None and cost(("query", "passage")) == 0.25
+
+
+def test_the_session_gives_duration_limits_their_measured_cost(tmp_path: Path, monkeypatch) -> None:
+    from accel.runtime.limits import EngineLimits
+    from accel.session import Session
+    from accel.testing.fakes import FakeEngine
+
+    monkeypatch.setenv("ACCEL_HOME", str(tmp_path))
+    session = Session()
+    reranker, unknown = FakeEngine(), FakeEngine()
+    reranker.name, unknown.name = "rerank-minilm-l6", "unprofiled"
+    sized = session._sized(reranker, EngineLimits(max_call_s=50.0))
+    assert sized.sized_by_duration and sized.item_seconds(("q", "p")) == profiles.DEFAULT_SECONDS["rerank-minilm-l6"]["pairs"]
+    assert not session._sized(unknown, EngineLimits(max_call_s=50.0)).sized_by_duration  # by count, logged
+    assert session._sized(reranker, EngineLimits()) == EngineLimits()  # count-sized limits stay so

@@ -206,3 +206,26 @@ async def test_engine_death_fails_the_batch_without_re_running_it():
                                         return_exceptions=True)
     assert all(isinstance(o, EngineDied) for o in outcomes)
     assert engine.batches == [["x", "bad"]]  # a dead engine is not hammered with per-query re-runs
+
+
+async def test_calls_are_sized_by_expected_duration_not_count():
+    """With a measured cost per request, a call holds what fits its time budget: many cheap
+    texts, few expensive ones, and an oversized request alone (never dropped)."""
+    engine = GatedFakeEngine()
+    seconds = lambda text: 0.1 * len(text)  # noqa: E731 - a cost model by length
+    limits = EngineLimits(max_batch_size=100, max_call_s=1.0, item_seconds=seconds)
+    async with EngineScheduler("e", engine, limits=limits) as sched:
+        first = asyncio.create_task(sched.submit(node("q0", "n", 0, ["a"])))
+        await engine.entered.wait()
+        cheap = asyncio.create_task(sched.submit(node("q1", "n", 0, ["a"] * 12)))
+        dear = asyncio.create_task(sched.submit(node("q2", "n", 0, ["aaaa", "aaaaaaaaaaaaaaa", "aaa"])))
+        await asyncio.sleep(0)
+        engine.gate.set()
+        await asyncio.gather(first, cheap, dear)
+    assert engine.batches[1:] == [["a"] * 10, ["a", "a", "aaaa"], ["a" * 15], ["aaa"]]  # 1.5 s: alone
+
+
+def test_duration_limits_are_checked():
+    with pytest.raises(ValueError, match="max_call_s"):
+        EngineLimits(max_call_s=0)
+    assert not EngineLimits(max_call_s=1.0).sized_by_duration  # no cost model: sized by count

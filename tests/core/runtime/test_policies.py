@@ -66,3 +66,33 @@ def test_empty_queue_and_unknown_policy():
     assert topology_batch([], 4) == [] and fifo_batch([], 4) == [] and per_invocation_batch([], 4) == []
     with pytest.raises(ValueError, match="unknown batching policy"):
         get_policy("lifo")
+
+
+def test_within_seconds_keeps_the_leading_requests_that_fit():
+    from accel.runtime.policies import within_seconds
+    from accel.runtime.task import EngineTask, Slice
+
+    a = EngineTask("q1", "n", 0, [1, 2, 3])
+    b = EngineTask("q2", "n", 0, [4, 5])
+    batch = [Slice(a, 0, 3), Slice(b, 0, 2)]
+    cost = float
+    assert within_seconds(batch, cost, 100) == batch
+    assert within_seconds(batch, cost, 6) == [Slice(a, 0, 3)]
+    assert within_seconds(batch, cost, 3.5) == [Slice(a, 0, 2)]
+    assert within_seconds([Slice(b, 1, 2)], cost, 1) == [Slice(b, 1, 2)]  # one request always goes
+
+
+def test_measured_cost_per_request():
+    """`accel.profiles`: a text costs between the query and the chunk class by its length;
+    a pair what a measured pair costs; an unprofiled engine has no cost model."""
+    from accel.profiles import CHUNK_CHARS, DEFAULT_SECONDS, QUERY_CHARS, MeasuredLimits
+
+    measured = MeasuredLimits({}, "test", DEFAULT_SECONDS)
+    embed = measured.item_seconds("all-MiniLM-L6-v2")
+    query, chunk = DEFAULT_SECONDS["all-MiniLM-L6-v2"]["query"], DEFAULT_SECONDS["all-MiniLM-L6-v2"]["chunk"]
+    assert embed("x" * 10) == embed("x" * QUERY_CHARS) == query
+    assert embed("x" * CHUNK_CHARS) == pytest.approx(chunk)
+    assert query < embed("x" * 300) < chunk < embed("x" * 2000)
+    rerank = measured.item_seconds("rerank-minilm-l6")
+    assert rerank(("q", "passage")) == DEFAULT_SECONDS["rerank-minilm-l6"]["pairs"]
+    assert measured.item_seconds("unknown-model") is None
