@@ -26,7 +26,7 @@ import itertools
 import logging
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from contextlib import aclosing, closing, contextmanager
+from contextlib import aclosing, closing, contextmanager, nullcontext
 from typing import Any
 
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -127,12 +127,16 @@ class WrappedRunnable(Runnable[Any, Any]):
         config, kwargs = self._bind(config, kwargs)
         if kwargs and self._kwargs_route == "stock":
             return self._stock("kwargs for a lowered first step", "invoke", input, config, **kwargs)
+        if streaming_handler(config):
+            return self._stock(_STREAMING_HANDLER, "invoke", input, config, captured=True, **kwargs)
         return self._under_root_run(self._call_with_config, self._invoke, input, config, **kwargs)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         config, kwargs = self._bind(config, kwargs)
         if kwargs and self._kwargs_route == "stock":
             return await self._astock("kwargs for a lowered first step", "ainvoke", input, config, **kwargs)
+        if streaming_handler(config):
+            return await self._astock(_STREAMING_HANDLER, "ainvoke", input, config, captured=True, **kwargs)
         return await self._under_root_run(self._acall_with_config, self._ainvoke, input, config, **kwargs)
 
     def _under_root_run(self, with_config: Callable[..., Any], fn: Callable[..., Any], input: Any, config: RunnableConfig | None,
@@ -293,18 +297,19 @@ class WrappedRunnable(Runnable[Any, Any]):
     def _new_run(self) -> WrappedRun:
         return WrappedRun(app=self.name, session=self._session)
 
-    def _stock(self, why: str, method: str, *args: Any, target: Any = None, **kwargs: Any) -> Any:
+    def _stock(self, why: str, method: str, *args: Any, target: Any = None, captured: bool = False, **kwargs: Any) -> Any:
         """`method` of the stock chain (the bound root, once `_bind` applied the outer
-        bindings; else `target`), logged and counted."""
+        bindings; else `target`), logged and counted; with `captured`, its engine calls still
+        go through accel's engine schedulers (the floor)."""
         log.info("accel.wrap(%s): %s; %s runs the stock chain", self.name, why, method)
         self.counters[f"stock runs: {why}"] += 1
-        with wrapped_run(self._new_run()), stock_call():
+        with wrapped_run(self._new_run()), (nullcontext() if captured else stock_call()):
             return getattr(target or self._root, method)(*args, **kwargs)
 
-    async def _astock(self, why: str, method: str, *args: Any, target: Any = None, **kwargs: Any) -> Any:
+    async def _astock(self, why: str, method: str, *args: Any, target: Any = None, captured: bool = False, **kwargs: Any) -> Any:
         log.info("accel.wrap(%s): %s; %s runs the stock chain", self.name, why, method)
         self.counters[f"stock runs: {why}"] += 1
-        with wrapped_run(self._new_run()), stock_call():
+        with wrapped_run(self._new_run()), (nullcontext() if captured else stock_call()):
             return await getattr(target or self._root, method)(*args, **kwargs)
 
     def _stock_stream(self, why: str, input: Any, config: Any, **kwargs: Any) -> Iterator[Any]:
@@ -394,6 +399,20 @@ def _stock_next(stream: Iterator[Any]) -> Any:
 async def _stock_anext(stream: AsyncIterator[Any]) -> Any:
     with stock_call():
         return await anext(stream, _END)
+
+
+_STREAMING_HANDLER = "a streaming callback handler listens (e.g. LangGraph stream_mode='messages')"
+
+
+def streaming_handler(config: RunnableConfig | None) -> bool:
+    """Whether a handler that makes stock models stream every call listens: stock `invoke`
+    then streams each model's tokens to it (`BaseChatModel._should_stream`), where a lowered
+    query streams only its answering model's, so such a call runs the stock chain."""
+    from langchain_core.tracers._streaming import _StreamingCallbackHandler
+
+    callbacks = (config or {}).get("callbacks")
+    handlers = getattr(callbacks, "handlers", callbacks) or []
+    return any(isinstance(handler, _StreamingCallbackHandler) for handler in handlers)
 
 
 def _delegate(wrapped: WrappedRunnable, name: str) -> Callable[..., Any]:

@@ -10,6 +10,10 @@ functions make are captured by the floor, batch across runs and carry depth prio
 each step of the original iterator in a context holding the run (a copy of the caller's, so
 nothing leaks into the consumer's context); `batch`/`abatch` are `Runnable`'s, over `invoke` /
 `ainvoke`, so each input is a program of its own.
+
+A node whose runnable is itself an LCEL composition with engine work (`add_node("generate",
+prompt | llm | ...)`) is lowered by the LangChain adapter: the copy's node runs the wrapped
+chain (one graph per call, the passes applied), everything else in the node is as stock.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ class _Accel:
         self.structure = structure
         self.session = session
         self.name = original.get_name()
+        self.lowered: dict[str, Any] = {}  # node name -> its LCEL runnable, lowered
 
     def new_run(self) -> WrappedRun:
         return WrappedRun(app=self.name, session=self.session,
@@ -53,9 +58,29 @@ def wrap_graph(graph: Any, *, policy: str = "topology") -> Any:
         return graph
     floor.install()
     accel = _Accel(graph, read_structure(graph), get_session(policy=policy))
-    fast = graph.copy()
+    nodes, accel.lowered = lower_nodes(graph, policy)
+    fast = graph.copy({"nodes": nodes} if accel.lowered else None)
     fast.__class__ = _accelerated_class(type(graph), accel)
     return fast
+
+
+def lower_nodes(graph: Any, policy: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The graph's nodes, those whose runnable is an LCEL composition with engine work
+    replaced by a copy running it lowered; and those lowered chains by node name."""
+    from langchain_core.runnables import Runnable
+
+    from accel.adapters.langchain.runnable import WrappedRunnable
+
+    nodes, lowered = dict(graph.nodes), {}
+    for name, node in graph.nodes.items():
+        bound = getattr(node, "bound", None)
+        if not isinstance(bound, Runnable) or not type(bound).__module__.startswith("langchain"):
+            continue  # functions (RunnableCallable), subgraphs, LangGraph's own nodes
+        wrapped = WrappedRunnable(bound, policy=policy)
+        if wrapped.lowered:
+            nodes[name] = node.copy({"bound": wrapped})
+            lowered[name] = wrapped
+    return nodes, lowered
 
 
 def _accelerated_class(base: type, accel: _Accel) -> type:
@@ -90,7 +115,7 @@ def _accelerated_class(base: type, accel: _Accel) -> type:
         from accel.adapters.common import floor
 
         title = f"accel.wrap({accel.name}) [LangGraph {base.__name__}]"
-        return explain_structure(title, accel.structure, floor.stats.snapshot())
+        return explain_structure(title, accel.structure, floor.stats.snapshot(), accel.lowered)
 
     def __repr__(self: Any) -> str:
         return f"accel.wrap({base.__repr__(self)})"

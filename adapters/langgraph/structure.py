@@ -112,12 +112,16 @@ def _label(runnable: Any) -> str:
     return type(runnable).__name__
 
 
-def explain_structure(title: str, structure: GraphStructure, floor_counts: dict[str, Any]) -> str:
+def explain_structure(title: str, structure: GraphStructure, floor_counts: dict[str, Any],
+                      lowered: dict[str, Any] | None = None) -> str:
+    """`lowered`: node name -> its LCEL chain wrapped by the LangChain adapter (its explain())."""
+    lowered = lowered or {}
     lines = [title, "", "execution: LangGraph's own Pregel loop (checkpointers, interrupts, stream modes as stock)",
              "", f"nodes ({len(structure.nodes)}):"]
     for name, what in structure.nodes.items():
         depth = structure.depth.get(name)
-        lines.append(f"  {name}: {what}" + (f"  [remaining depth {depth}]" if depth is not None else ""))
+        how = "  [lowered: runs as one accel graph]" if name in lowered else ""
+        lines.append(f"  {name}: {what}" + (f"  [remaining depth {depth}]" if depth is not None else "") + how)
     lines.append("edges:")
     lines += [f"  {start} -> {end}" for start, end in structure.edges]
     for branch in structure.branches:
@@ -133,4 +137,6 @@ def explain_structure(title: str, structure: GraphStructure, floor_counts: dict[
         lines.append(f"  stock: {component}: {reason} ({n}x)")
     for (component, error), n in sorted(floor_counts.get("fallback", {}).items()):
         lines.append(f"  fallback: {component} after {error} ({n}x)")
+    for name, chain in lowered.items():
+        lines += ["", f"node {name!r}, lowered:", *("  " + line for line in chain.explain().splitlines())]
     return "\n".join(lines)

@@ -23,6 +23,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+from vllm.engine.arg_utils import AsyncEngineArgs
+from vllm.entrypoints.launchers.api_server.app_state import init_app_state
+from vllm.entrypoints.launchers.app import build_app
+from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
+from vllm.usage.usage_lib import UsageContext
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+from vllm.v1.engine.async_llm import AsyncLLM
 
 from accel.config import settings
 from accel.engines.base import LLMEngine
@@ -47,6 +54,7 @@ class HostedServerEngine(OpenAIServerEngine):
         self._max_len = max_model_len
         self._extra_args = tuple(extra_args)
         self._llm: Any = None
+        self._app: Any = None
         self._transport: ASGIStreamTransport | None = None
         super().__init__(base_url, served_model_name or "", api_key)
 
@@ -74,11 +82,8 @@ class HostedServerEngine(OpenAIServerEngine):
             raise EngineUnavailable(self.name, f"vLLM could not host {model}: {type(err).__name__}: {err}",
                                     "check the model directory/name, memory and the vLLM log above; scripts "
                                     "need an `if __name__ == \"__main__\":` guard") from err
-        from vllm.entrypoints.launchers.api_server.app_state import init_app_state
-        from vllm.entrypoints.launchers.app import build_app
-
         tasks = await self._llm.get_supported_tasks()
-        app = build_app(args, tasks, self._llm.model_config)
+        app = self._app = build_app(args, tasks, self._llm.model_config)
         await init_app_state(self._llm, app.state, args, tasks)
         return app
 
@@ -91,19 +96,18 @@ class HostedServerEngine(OpenAIServerEngine):
         transport, self._transport = self._transport, None
         if transport is not None:
             await transport.aclose()
+        app, self._app = self._app, None
+        if app is not None:  # as vLLM's lifespan does: the state holds the engine, which must be
+            del app.state    # collected now, not at interpreter exit (its __del__ fails then)
         llm, self._llm = self._llm, None
         if llm is not None:
             await asyncio.to_thread(llm.shutdown)
 
 
 def _start_engine(argv: list[str]) -> tuple[Any, Any]:
-    """Parse `argv` as `vllm serve` does and start its engine (weights, engine core process)."""
-    from vllm.engine.arg_utils import AsyncEngineArgs
-    from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
-    from vllm.usage.usage_lib import UsageContext
-    from vllm.utils.argparse_utils import FlexibleArgumentParser
-    from vllm.v1.engine.async_llm import AsyncLLM
-
+    """Parse `argv` as `vllm serve` does and start its engine (weights, engine core process).
+    vLLM is imported with this module, not in here: tracebacks vLLM keeps from optional
+    imports would otherwise hold this frame, and with it the engine, until exit."""
     args = make_arg_parser(FlexibleArgumentParser()).parse_args(argv)
     validate_parsed_serve_args(args)
     engine_args = AsyncEngineArgs.from_cli_args(args)

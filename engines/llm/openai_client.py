@@ -12,6 +12,7 @@ import json
 import re
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -29,6 +30,9 @@ CONNECT_TIMEOUT_S = 3.0
 """A server that has not accepted a connection in 3 s is down or wedged: fail the request then
 (typed, EngineUnavailable) rather than after 10 s; a refused connection fails at once anyway."""
 _ENGINE_DEAD_MARKERS = ("EngineCore encountered an issue", "EngineDeadError", "engine is dead")
+
+MEMO_ENTRIES = 512
+"""Token ids and rendered chat prompts remembered per engine (least recently used dropped)."""
 
 _BLOCK_SIZE = re.compile(r'vllm:cache_config_info\{[^}]*\bblock_size="(\d+)"')
 
@@ -54,6 +58,7 @@ class OpenAIServerEngine(LLMEngine):
         self._client: httpx.AsyncClient | None = None
         self._streams: dict[str, httpx.Response] = {}
         self._aborted: set[str] = set()
+        self._memo = _Memo(MEMO_ENTRIES)
         self.supports_priority = False
 
     @property
@@ -209,14 +214,27 @@ class OpenAIServerEngine(LLMEngine):
             await response.aclose()
 
     async def tokenize(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
+        """The server's token ids for `text`; remembered, since prefix warm-ups tokenize the
+        same static prompt heads for every query (a round trip each, on the server's API
+        process, otherwise)."""
+        key = ("tokens", add_special_tokens, text)
+        if (known := self._memo.get(key)) is not None:
+            return list(known)
         body = {"model": self.model, "prompt": text, "add_special_tokens": add_special_tokens}
-        return list((await self._post_json(f"{self._server_root}/tokenize", body))["tokens"])
+        tokens = list((await self._post_json(f"{self._server_root}/tokenize", body))["tokens"])
+        self._memo.put(key, tokens)
+        return list(tokens)
 
     async def render_chat(self, messages: list[dict[str, str]]) -> str:
+        """The prompt the server's chat template makes of `messages` (remembered too)."""
+        key = ("chat", json.dumps(messages, sort_keys=True))
+        if (known := self._memo.get(key)) is not None:
+            return known
         body = {"model": self.model, "messages": messages, "add_generation_prompt": True,
                 "add_special_tokens": False}
         tokens = (await self._post_json(f"{self._server_root}/tokenize", body))["tokens"]
         detok = await self._post_json(f"{self._server_root}/detokenize", {"model": self.model, "tokens": tokens})
+        self._memo.put(key, detok["prompt"])
         return detok["prompt"]
 
     # ---- helpers -----------------------------------------------------------------------------
@@ -273,6 +291,26 @@ class OpenAIServerEngine(LLMEngine):
         if self._client is None:
             raise EngineUnavailable(self.name, "the client is not started", "call `await engine.start()` first")
         return self._client
+
+
+class _Memo:
+    """A small least-recently-used map."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: OrderedDict[Any, Any] = OrderedDict()
+
+    def get(self, key: Any) -> Any:
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+        return value
+
+    def put(self, key: Any, value: Any) -> None:
+        self._items[key] = value
+        self._items.move_to_end(key)
+        while len(self._items) > self._size:
+            self._items.popitem(last=False)
 
 
 async def _events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:

@@ -17,7 +17,9 @@ pytest.importorskip("langgraph")
 import accel  # noqa: E402
 from accel.adapters.common import floor  # noqa: E402
 
-from .apps import lc_message_history, lc_rag_tutorial, lg_map_reduce, lg_rag_part1, lg_rag_part2, lg_router_memory  # noqa: E402
+from .apps import (  # noqa: E402
+    lc_message_history, lc_rag_tutorial, lg_lcel_nodes, lg_map_reduce, lg_rag_part1, lg_rag_part2, lg_router_memory,
+)
 from .fidelity import assert_same_requests, record  # noqa: E402
 
 pytestmark = [pytest.mark.engines, pytest.mark.slow]
@@ -124,6 +126,25 @@ def test_rag_part1_query_analysis_and_depth_priorities(store, chat, llm_proxy, q
     fast.invoke({"question": questions[0]})
     priorities = [r.body.get("priority") for r in llm_proxy.recorder.take() if r.path.endswith("/chat/completions")]
     assert priorities == [3, 1]  # analyze_query: 3 nodes to the end; generate: the last
+
+
+def test_lcel_runnables_as_nodes_are_lowered(store, chat, llm_proxy, questions) -> None:
+    """Nodes that are LCEL chains run lowered (one accel graph per node call) through the sync
+    entry points (the store is langchain-postgres' sync PGVector, whose retriever has no async
+    search: stock's `ainvoke` fails on it); under stream_mode="messages" (a streaming callback
+    handler) they run stock, so each model's tokens stream as stock's do."""
+    graph = lg_lcel_nodes.build(store, chat)
+    modes = ("invoke", "batch", "stream:updates", "stream:values", "stream:messages")
+    fast = compare(graph, [{"question": q} for q in questions], llm_proxy, modes)
+    explained = fast.explain()
+    for node in ("analyze_query", "retrieve", "generate"):
+        assert f"{node}: RunnableSequence" in explained and "[lowered: runs as one accel graph]" in explained, explained
+    generate = fast.nodes["generate"].bound
+    assert generate.lowered and graph.nodes["generate"].bound is generate.original  # the original graph is untouched
+    assert "Decode on" in generate.explain() and "Embed + Search" in fast.nodes["retrieve"].bound.explain()
+    stock_runs = {k: v for k, v in generate.counters.items() if k.startswith("stock runs")}
+    assert list(stock_runs) == ["stock runs: a streaming callback handler listens (e.g. LangGraph stream_mode='messages')"]
+    assert stock_runs[next(iter(stock_runs))] == len(questions)  # stream:messages only
 
 
 def test_map_reduce_with_send(chat, llm_proxy) -> None:
