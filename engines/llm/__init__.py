@@ -1,4 +1,5 @@
-"""LLM engines: vLLM in this process, or a vLLM OpenAI-compatible server (client + launcher).
+"""LLM engines: vLLM in this process, a vLLM OpenAI-compatible server (client + launcher), or
+vLLM's OpenAI layer hosted in this process (`HostedServerEngine`, for `accel.host_llm`).
 
 Names are imported lazily: importing vLLM takes seconds, and the server client needs none of it.
 """
@@ -11,6 +12,7 @@ from typing import Any
 _EXPORTS = {
     "VLLMEngine": "accel.engines.llm.inprocess",
     "EngineLoad": "accel.engines.llm.load",
+    "HostedServerEngine": "accel.engines.llm.hosted",
     "OpenAIServerEngine": "accel.engines.llm.openai_client",
     "ServerHandle": "accel.engines.llm.server",
     "launch_server": "accel.engines.llm.server",
