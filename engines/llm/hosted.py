@@ -16,6 +16,8 @@ loop instead of a process of its own, and spawning the engine core needs the usu
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import logging
 import os
 from collections.abc import Sequence
@@ -40,6 +42,7 @@ from accel.engines.llm.server import serve_args, served_name
 from accel.engines.offline.llm import resolve_llm
 
 log = logging.getLogger("accel.engines.hosted")
+EXIT_STOP_TIMEOUT_S = 30.0
 
 
 class HostedServerEngine(OpenAIServerEngine):
@@ -55,12 +58,15 @@ class HostedServerEngine(OpenAIServerEngine):
         self._extra_args = tuple(extra_args)
         self._llm: Any = None
         self._app: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._transport: ASGIStreamTransport | None = None
         super().__init__(base_url, served_model_name or "", api_key)
 
     async def start(self) -> None:
         if self._client is None:
             app = await self._build_app()
+            self._loop = asyncio.get_running_loop()
+            atexit.register(self._stop_at_exit)  # after vLLM's own exit hooks, so it runs before them
             self._transport = ASGIStreamTransport(app, root_path=urlsplit(self._server_root).path)
             self._client = httpx.AsyncClient(
                 transport=self._transport,
@@ -91,7 +97,16 @@ class HostedServerEngine(OpenAIServerEngine):
         """The engine's own prefix-cache block size (no metrics endpoint needed)."""
         return int(self._llm.vllm_config.cache_config.block_size or LLMEngine.block_size)
 
+    def _stop_at_exit(self) -> None:
+        """At interpreter exit, stop on the engine's loop before vLLM's exit hooks kill the
+        engine core under a running output handler (which would log the exit as a death)."""
+        loop = self._loop
+        if loop is not None and loop.is_running() and self._llm is not None:
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(self.stop(), loop).result(EXIT_STOP_TIMEOUT_S)
+
     async def stop(self) -> None:
+        atexit.unregister(self._stop_at_exit)
         await super().stop()
         transport, self._transport = self._transport, None
         if transport is not None:
@@ -101,7 +116,20 @@ class HostedServerEngine(OpenAIServerEngine):
             del app.state    # collected now, not at interpreter exit (its __del__ fails then)
         llm, self._llm = self._llm, None
         if llm is not None:
-            await asyncio.to_thread(llm.shutdown)
+            await _shutdown(llm)
+
+
+async def _shutdown(llm: AsyncLLM) -> None:
+    """Stop the engine core off the loop; at interpreter exit, when no new thread may start
+    (`accel.shutdown` runs from atexit), on it: nothing else runs there by then. The output
+    handler (a task on this loop) is cancelled first, or it reports the core's exit as a death."""
+    handler = getattr(llm, "output_handler", None)
+    if handler is not None:
+        handler.cancel()
+    try:
+        await asyncio.to_thread(llm.shutdown)
+    except RuntimeError:  # "cannot schedule new futures after interpreter shutdown"
+        llm.shutdown()
 
 
 def _start_engine(argv: list[str]) -> tuple[Any, Any]:
