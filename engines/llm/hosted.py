@@ -73,7 +73,11 @@ class HostedServerEngine(OpenAIServerEngine):
                 headers={"Authorization": f"Bearer {self._api_key}"},
                 timeout=httpx.Timeout(self._timeout_s),
             )
-        await super().start()
+        try:
+            await super().start()
+        except BaseException:
+            await self.stop()  # a failed start must not leave an engine core behind (the session retries)
+            raise
 
     async def _build_app(self) -> Any:
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(settings().kv_cache_gib))
@@ -88,9 +92,13 @@ class HostedServerEngine(OpenAIServerEngine):
             raise EngineUnavailable(self.name, f"vLLM could not host {model}: {type(err).__name__}: {err}",
                                     "check the model directory/name, memory and the vLLM log above; scripts "
                                     "need an `if __name__ == \"__main__\":` guard") from err
-        tasks = await self._llm.get_supported_tasks()
-        app = self._app = build_app(args, tasks, self._llm.model_config)
-        await init_app_state(self._llm, app.state, args, tasks)
+        try:
+            tasks = await self._llm.get_supported_tasks()
+            app = self._app = build_app(args, tasks, self._llm.model_config)
+            await init_app_state(self._llm, app.state, args, tasks)
+        except BaseException:
+            await self.stop()
+            raise
         return app
 
     async def _server_block_size(self) -> int:
