@@ -56,7 +56,6 @@ class MeasuredLimits:
                 found[f"{runtime_name}/{cls}"] = size
         return found
 
-
     def item_seconds(self, engine_name: str) -> Callable[[Any], float] | None:
         """Expected seconds of one request to this engine, for duration-sized calls: a text
         costs between the query and the chunk class by its length, a pair what a measured

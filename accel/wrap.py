@@ -62,6 +62,13 @@ def register_adapter(matches: Callable[[Any], bool], wrap_fn: Callable[[Any, Wra
             _adapters.append(adapter)
 
 
+def note_unused(adapter: str, options: list[str]) -> None:
+    """Log options set for an app that its adapter has no use for (an adapter whose use
+    depends on the app, like LangGraph's, calls it once it knows)."""
+    if options:
+        log.warning("accel.wrap: the %s adapter does not use option(s) %s; they have no effect", adapter, options)
+
+
 def registered_adapters() -> list[str]:
     """Names of the registered adapters, in matching order."""
     _load_builtins()
@@ -90,9 +97,7 @@ def wrap(obj: App, options: WrapOptions | None = None, *, policy: PolicyName | N
         adapters = list(_adapters)
     for adapter in adapters:
         if adapter.matches(obj):
-            unused = [name for name in chosen.non_default() if name not in adapter.honours]
-            if unused:
-                log.warning("accel.wrap: the %s adapter does not use option(s) %s; they have no effect", adapter.name, unused)
+            note_unused(adapter.name, [name for name in chosen.non_default() if name not in adapter.honours])
             return adapter.wrap(obj, chosen)
     supported = ", ".join(a.name for a in adapters) or "none registered (import langchain_core or llama_index first)"
     raise TypeError(

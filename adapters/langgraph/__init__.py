@@ -20,13 +20,15 @@ def _matches(obj: Any) -> bool:
 
 
 def wrap_graph(graph: Any, options: WrapOptions | None = None) -> Any:
-    """`accel.wrap` for a compiled LangGraph graph: its engine calls go through the floor, so
-    only the batching policy applies (no lowered template for passes; no stock re-run)."""
+    """`accel.wrap` for a compiled LangGraph graph: its engine calls go through the floor (the
+    batching policy applies), and nodes that are LCEL chains are wrapped by the LangChain
+    adapter with the same options (their passes, their stock fallback); in a graph without
+    such nodes those two options are logged as unused."""
     from accel.adapters.langgraph.graph import wrap_graph as wrap
 
-    return wrap(graph, policy=(options or WrapOptions()).policy)
+    return wrap(graph, options or WrapOptions())
 
 
-register_adapter(_matches, wrap_graph, name="langgraph", first=True, honours=("policy",))
+register_adapter(_matches, wrap_graph, name="langgraph", first=True, honours=("policy", "disabled_passes", "fallback"))
 
 __all__ = ["wrap_graph"]

@@ -24,6 +24,8 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from accel.adapters.langgraph.structure import GraphStructure, explain_structure, read_structure
+from accel.options import WrapOptions
+from accel.wrap import note_unused
 from accel.scope import WrappedRun, context_with, wrapped_run
 
 
@@ -49,7 +51,7 @@ def _depth_reader(structure: GraphStructure):
     return lambda: structure.remaining_depth(var_child_runnable_config.get())
 
 
-def wrap_graph(graph: Any, *, policy: str = "topology") -> Any:
+def wrap_graph(graph: Any, options: WrapOptions) -> Any:
     """The accelerated drop-in for a compiled LangGraph graph (a wrapped one is returned as is)."""
     from accel.adapters.common import floor
     from accel.session import get_session
@@ -57,26 +59,29 @@ def wrap_graph(graph: Any, *, policy: str = "topology") -> Any:
     if getattr(type(graph), "_accel", None) is not None:
         return graph
     floor.install()
-    accel = _Accel(graph, read_structure(graph), get_session(policy=policy))
-    nodes, accel.lowered = lower_nodes(graph, policy)
+    accel = _Accel(graph, read_structure(graph), get_session(policy=options.policy))
+    nodes, accel.lowered = lower_nodes(graph, options)
+    if not accel.lowered:
+        note_unused("langgraph", [name for name in options.non_default() if name != "policy"])
     fast = graph.copy({"nodes": nodes} if accel.lowered else None)
     fast.__class__ = _accelerated_class(type(graph), accel)
     return fast
 
 
-def lower_nodes(graph: Any, policy: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def lower_nodes(graph: Any, options: WrapOptions) -> tuple[dict[str, Any], dict[str, Any]]:
     """The graph's nodes, those whose runnable is an LCEL composition with engine work
-    replaced by a copy running it lowered; and those lowered chains by node name."""
+    replaced by a copy running it lowered (`accel.wrap` of it, with the graph's options); and
+    those lowered chains by node name."""
     from langchain_core.runnables import Runnable
 
-    from accel.adapters.langchain.runnable import WrappedRunnable
+    from accel.adapters.langchain import wrap_runnable
 
     nodes, lowered = dict(graph.nodes), {}
     for name, node in graph.nodes.items():
         bound = getattr(node, "bound", None)
         if not isinstance(bound, Runnable) or not type(bound).__module__.startswith("langchain"):
             continue  # functions (RunnableCallable), subgraphs, LangGraph's own nodes
-        wrapped = WrappedRunnable(bound, policy=policy)
+        wrapped = wrap_runnable(bound, options)
         if wrapped.lowered:
             nodes[name] = node.copy({"bound": wrapped})
             lowered[name] = wrapped

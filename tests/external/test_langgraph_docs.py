@@ -145,6 +145,7 @@ def test_lcel_runnables_as_nodes_are_lowered(store, chat, llm_proxy, questions) 
     stock_runs = {k: v for k, v in generate.counters.items() if k.startswith("stock runs")}
     assert list(stock_runs) == ["stock runs: a streaming callback handler listens (e.g. LangGraph stream_mode='messages')"]
     assert stock_runs[next(iter(stock_runs))] == len(questions)  # stream:messages only
+    assert accel.wrap(graph, fallback=False).nodes["generate"].bound.fallback is False  # the graph's options reach its nodes
 
 
 def test_map_reduce_with_send(chat, llm_proxy) -> None:

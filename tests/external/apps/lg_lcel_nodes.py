@@ -1,19 +1,8 @@
 """The RAG tutorial's graph (`lg_rag_part1`, with its "Query analysis" node) written with LCEL
 runnables as nodes, which `StateGraph.add_node` accepts as well as functions ("a node can be any
-Runnable", LangGraph's Graph API guide):
-
-    analyze_query = (
-        {"question": itemgetter("question")}
-        | ChatPromptTemplate.from_template("Write a search query for this question: {question}")
-        | llm | StrOutputParser() | RunnableLambda(lambda query: {"query": query})
-    )
-    retrieve = itemgetter("query") | retriever | RunnableLambda(lambda docs: {"context": docs})
-    generate = (
-        {"context": itemgetter("context") | RunnableLambda(format_docs), "question": itemgetter("question")}
-        | prompt | llm | StrOutputParser() | RunnableLambda(lambda answer: {"answer": answer})
-    )
-    graph = StateGraph(State).add_sequence([("analyze_query", analyze_query), ("retrieve", retrieve),
-                                            ("generate", generate)])
+Runnable", LangGraph's Graph API guide): `analyze_query` (prompt | llm | parser), `retrieve`
+(the store's retriever) and `generate` (the hub RAG prompt | llm | parser), each ending in a
+lambda that returns the state update, added with `add_sequence`.
 
 Same offline substitutions as `lg_rag_part1` (PGVector, MiniLM, the test vLLM server).
 """
