@@ -84,6 +84,11 @@ EXAMPLES: dict[str, ExampleSpec] = {
         "Parrot: 8 chunk summaries, then one combining call", llm_levels=fan_in, embed_batch=1,
         app_options={"style": "map-reduce"},
     ),
+    "map-reduce-lcel": ExampleSpec(
+        "map-reduce-lcel", {"langchain": "accel.examples.langchain.summaries"},
+        "Parrot: 8 chunk summaries with LCEL's .map(), then one combining call", llm_levels=fan_in, embed_batch=1,
+        app_options={"style": "map-reduce-lcel"},
+    ),
     "chain-summary": ExampleSpec(
         "chain-summary", {"langchain": "accel.examples.langchain.summaries"},
         "Parrot: one running summary refined chunk by chunk", embed_batch=1, app_options={"style": "chain"},

@@ -6,11 +6,15 @@ taken branch, a refine loop over a variable number of chunks, a LangGraph super-
 Expand node's op picks a sub-template (each built and optimised by the passes ahead of time)
 and the inputs to bind, and the graph scheduler runs it as part of the query (same query id,
 engine schedulers, trace and cancellation; its depths continue below the Expand node's).
+An `ExpandEachOp` runs one sub-template once per item of a list known only at run time (a
+`.map()` over the chunks a retriever returned), the runs side by side, and its value is the
+list of their outputs in item order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from accel.ir.graph import Graph
@@ -28,8 +32,29 @@ class ExpandOp(Protocol):
         """The sub-template to run for these input values, and its input bindings."""
 
 
+@dataclass(frozen=True)
+class Expansion:
+    """One sub-run of an `ExpandEachOp`."""
+
+    template: Template
+    inputs: dict[str, Any]
+    watcher: Any = None
+    """The `QueryWatcher` of this sub-run's values (None: the query's own)."""
+    on_end: Callable[[BaseException | None], None] | None = None
+    """Told how the sub-run ended (None: it answered), before the Expand node finishes."""
+
+
+@runtime_checkable
+class ExpandEachOp(Protocol):
+    templates: tuple[Template, ...]
+
+    async def expand_each(self, values: dict[str, Any]) -> list[Expansion]:
+        """The sub-runs to run side by side for these input values, in output order."""
+
+
 def sub_templates(nodes: Iterable[Node]) -> list[Template]:
-    return [t for node in nodes if node.kind is Kind.EXPAND and isinstance(node.op, ExpandOp) for t in node.op.templates]
+    expanding = (ExpandOp, ExpandEachOp)
+    return [t for node in nodes if node.kind is Kind.EXPAND and isinstance(node.op, expanding) for t in node.op.templates]
 
 
 def engines_of(nodes: Iterable[Node]) -> set[str]:

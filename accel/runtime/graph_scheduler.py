@@ -25,6 +25,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from accel.engines.errors import EngineDied
+from accel.ir.expand import ExpandEachOp, Expansion
 from accel.ir.node import Node
 from accel.ir.template import GraphInstance
 from accel.runtime.engine_scheduler import EngineScheduler
@@ -196,10 +197,36 @@ class QueryRun:
         trace, priority and cancellation (its tasks live inside this node's task)."""
         if self.plan_of is None:
             raise RuntimeError(f"{node.name}: an Expand node needs a runtime that plans sub-templates")
+        if isinstance(node.op, ExpandEachOp):
+            return await self._expand_each(i, await node.op.expand_each(values))
         template, inputs = await node.op.expand(values)
-        sub = QueryRun(self.plan_of(template), template.instantiate(inputs, self.query_id), self.schedulers, self.executor,
-                       self.tracer, self.parent, self.priority, None, self.plan_of, self._depth(i), self.watcher)
-        return await sub.run()
+        return await self._sub_run(i, Expansion(template, inputs))
+
+    async def _sub_run(self, i: int, expansion: Expansion) -> Any:
+        template = expansion.template
+        sub = QueryRun(self.plan_of(template), template.instantiate(expansion.inputs, self.query_id), self.schedulers, self.executor,
+                       self.tracer, self.parent, self.priority, None, self.plan_of, self._depth(i), expansion.watcher or self.watcher)
+        try:
+            value = await sub.run()
+        except BaseException as err:
+            if expansion.on_end is not None:
+                expansion.on_end(err)
+            raise
+        if expansion.on_end is not None:
+            expansion.on_end(None)
+        return value
+
+    async def _expand_each(self, i: int, expansions: list[Expansion]) -> list[Any]:
+        """The sub-runs side by side; if any fails, the others are cancelled and the failure of
+        the lowest item raises (as a stock `batch` reports the first failing input)."""
+        tasks: list[asyncio.Task[Any]] = []
+        try:
+            async with asyncio.TaskGroup() as group:
+                tasks += [group.create_task(self._sub_run(i, e), name=f"{self.template.order[i]}[{k}]") for k, e in enumerate(expansions)]
+        except BaseExceptionGroup as group_error:
+            failed = [t.exception() for t in tasks if t.done() and not t.cancelled() and t.exception() is not None]
+            raise (failed[0] if failed else _original(group_error)) from None
+        return [task.result() for task in tasks]
 
     async def _submit(self, i: int, node: Node, requests: list[Any], span: trace.Span) -> list[Any]:
         if not requests:

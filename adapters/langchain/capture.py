@@ -27,7 +27,7 @@ from typing import Any
 
 from accel.adapters.langchain import parsers
 from accel.adapters.langchain.models import ModelBinding, bind_model
-from accel.adapters.langchain.ops import BranchOp, ChatResult, FnOp, InvokeOp, assign_merge, require_dict
+from accel.adapters.langchain.ops import BranchOp, ChatResult, EachOp, FnOp, InvokeOp, assign_merge, require_dict
 from accel.adapters.langchain.prompts import prompt_shape, prompt_variables
 from accel.adapters.langchain.runs import RunKind, RunPlan, RunSpec
 from accel.adapters.langchain.structure import has_own_batch, is_plain_binding, unbind
@@ -235,11 +235,14 @@ class Capture:
         from langchain_core.language_models import BaseLanguageModel
         from langchain_core.retrievers import BaseRetriever
         from langchain_core.runnables import RunnableBinding, RunnableBranch, RunnableLambda, RunnableParallel, RunnablePassthrough, RunnableSequence
+        from langchain_core.runnables.base import RunnableEach
         from langchain_core.runnables.passthrough import RunnableAssign, RunnablePick
 
-        composite = isinstance(runnable, RunnableSequence) or type(runnable) in (RunnableParallel, RunnableAssign, RunnableBranch)
+        composite = isinstance(runnable, RunnableSequence) or type(runnable) in (RunnableParallel, RunnableAssign, RunnableBranch, RunnableEach)
         if composite and not self.has_engine_work(runnable):
             raise Opaque("no engine work inside: runs as-is, with its own run tree")
+        if type(runnable) is RunnableEach:
+            return self.each(runnable, x)
         if isinstance(runnable, RunnableSequence):
             return self.sequence(list(runnable.steps), x)
         if type(runnable) is RunnableParallel:
@@ -317,6 +320,14 @@ class Capture:
         inputs = {"value": x, "config": self.config, "run": self.run, "runs": self.runs_in, "caller": self.caller}
         op = BranchOp(conditions, tuple(t for t, _ in subs), tuple(s for _, s in subs), spec=self._parent)
         return self.add(Kind.EXPAND, "branch", inputs=inputs, op=op)
+
+    def each(self, runnable: Any, x: Ref) -> Ref:
+        """RunnableEach (`.map()`) -> an Expand node running the bound runnable's sub-template
+        once per input item, side by side."""
+        template, scope = self.sub_template(runnable.bound, "each item")
+        self.note(runnable, True, "Expand: its runnable once per item of the input list, side by side")
+        inputs = {"value": x, "config": self.config, "run": self.run, "runs": self.runs_in, "caller": self.caller}
+        return self.add(Kind.EXPAND, "each", inputs=inputs, op=EachOp((template,), scope, spec=self._parent))
 
     def pick(self, runnable: Any, x: Ref) -> Ref:
         known = self._dicts.get(x.node, {})

@@ -97,6 +97,32 @@ class BranchOp:
 
 
 @dataclass(frozen=True)
+class EachOp:
+    """RunnableEach (`runnable.map()`, an Expand node): its bound runnable's sub-template once
+    per item of the input list, side by side, where stock hands the items to the bound's
+    `batch` (a thread pool sized by the CPU count when called synchronously). Each item's runs
+    hang under the RunnableEach's own run (`spec`), untagged, as stock's `get_child()` makes
+    them: one `runs.RunTree` per item, rooted there."""
+
+    templates: tuple[Any, ...]  # the bound runnable's sub-template
+    scope: int  # its run scope
+    spec: int = 0
+
+    async def expand_each(self, values: dict[str, Any]) -> list[Any]:
+        from accel.ir.expand import Expansion
+
+        items = list(values["value"])  # stock's `list(inputs)`: same result, same errors
+        shared = {name: values[name] for name in ("config", "run", "caller")}
+        tree = values.get("runs")
+        expansions = []
+        for item in items:
+            runs = tree.nested(self.scope, self.spec) if tree is not None else None
+            inputs = {"input": item, "kwargs": {}, "runs": runs, **shared}
+            expansions.append(Expansion(self.templates[0], inputs, watcher=runs, on_end=None if runs is None else runs.end))
+        return expansions
+
+
+@dataclass(frozen=True)
 class FnOp:
     """Cheap deterministic plumbing run inline on the loop: `fn(**values)`."""
 

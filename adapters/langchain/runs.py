@@ -200,6 +200,20 @@ class RunTree:
         self._attached[scope] = spec
         self._advance()
 
+    def nested(self, scope: int, spec: int) -> RunTree:
+        """A tree for one run of sub-scope `scope` whose top runs are children of the open run
+        `spec` (one item of a RunnableEach); it must be ended with `end`."""
+        self._advance()
+        parent = self._runs[spec]
+        return RunTree(self.plan, scope, parent.config, parent.managers[0])
+
+    def end(self, error: BaseException | None) -> None:
+        """The sub-run this tree watches ended: its runs close, or fail with `error`."""
+        if error is None:
+            self.finish()
+        else:
+            self.fail(error)
+
     def _run_of(self, spec_id: int) -> _Run:
         spec = self.plan.specs.get(spec_id)
         if spec is not None and spec.kind == "scope" and spec_id in self._attached:

@@ -1,6 +1,8 @@
 """Parrot Figure 1: summaries of a long document, map-reduce style (summarise each chunk
 independently, then combine the summaries) and chain style (refine one running summary chunk
 by chunk). The long document is the 8 chunks the index returns for the topic asked about.
+Map-reduce comes twice: as a Python loop inside a `RunnableLambda` ("map-reduce") and written
+with LCEL's `.map()` ("map-reduce-lcel", which stock runs through the chain's `batch`).
 
     python -m accel.examples.langchain.summaries --style map-reduce "heap queue algorithm"
 """
@@ -25,7 +27,7 @@ REDUCE = "Combine these partial summaries about {question} into one summary.\n{s
 CHAIN_FIRST = "Summarise this document part about {question}.\n{chunk}\nSummary: "
 CHAIN_NEXT = "Here is a summary so far about {question}:\n{summary}\nUpdate it with the next part.\n{chunk}\nSummary: "
 
-Style = Literal["map-reduce", "chain"]
+Style = Literal["map-reduce", "map-reduce-lcel", "chain"]
 
 
 def build_app(config: StackConfig, store: Any, *, parallel: bool = False, style: Style = "map-reduce") -> Runnable:
@@ -48,19 +50,30 @@ def build_app(config: StackConfig, store: Any, *, parallel: bool = False, style:
         return with_chunks | RunnableLambda(refine)
     summarise = PromptTemplate.from_template(MAP) | llm | StrOutputParser()
     combine = PromptTemplate.from_template(REDUCE) | llm | StrOutputParser()
+    if style == "map-reduce-lcel":
+        summaries = RunnableLambda(_jobs) | summarise.map() | RunnableLambda(_bullets)
+        return with_chunks | RunnablePassthrough.assign(summaries=summaries) | combine
 
     def map_all(inputs: dict[str, Any]) -> dict[str, Any]:
-        jobs = [{"question": inputs["question"], "chunk": d.page_content} for d in inputs["chunks"]]
+        jobs = _jobs(inputs)
         parts = summarise.batch(jobs) if parallel else [summarise.invoke(job) for job in jobs]
-        return {"question": inputs["question"], "summaries": "\n".join(f"- {p.strip()}" for p in parts)}
+        return {"question": inputs["question"], "summaries": _bullets(parts)}
 
     return with_chunks | RunnableLambda(map_all) | combine
+
+
+def _jobs(inputs: dict[str, Any]) -> list[dict[str, str]]:
+    return [{"question": inputs["question"], "chunk": d.page_content} for d in inputs["chunks"]]
+
+
+def _bullets(parts: list[str]) -> str:
+    return "\n".join(f"- {p.strip()}" for p in parts)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("topics", nargs="+")
-    parser.add_argument("--style", choices=["map-reduce", "chain"], default="map-reduce")
+    parser.add_argument("--style", choices=["map-reduce", "map-reduce-lcel", "chain"], default="map-reduce")
     parser.add_argument("--modules", default="heapq,bisect,functools")
     add_arguments(parser)
     args = parser.parse_args()

@@ -117,7 +117,7 @@ def test_a_failing_shared_request_fails_exactly_the_queries_that_share_it(apps: 
         assert isinstance(aours, Exception)
 
 
-WORKFLOWS = ["role-agents", "multi-agent", "map-reduce-summary", "chain-summary"]
+WORKFLOWS = ["role-agents", "multi-agent", "map-reduce-summary", "map-reduce-lcel", "chain-summary"]
 
 
 @pytest.mark.parametrize("name", WORKFLOWS)

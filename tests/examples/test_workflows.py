@@ -24,6 +24,7 @@ CASES = [  # example, framework, LLM calls per query (None: depends on how the c
     ("search-generation", "langchain", 3),
     ("contextual-retrieval", "langchain", 1),
     ("map-reduce-summary", "langchain", 9),
+    ("map-reduce-lcel", "langchain", 9),
     ("chain-summary", "langchain", 8),
     ("multi-agent", "langchain", 5),
     ("role-agents", "langchain", 5),

@@ -1,0 +1,98 @@
+"""RunnableEach (`runnable.map()`) lowers to an Expand node that runs the bound runnable once
+per item, side by side on accel's engines, where stock hands the items to the bound's `batch`:
+outputs, engine requests, run trees and errors equal stock's, on the real engines."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
+from langchain_core.runnables import RunnableLambda, RunnablePassthrough
+
+import accel
+from accel.testing.runtrees import Recorder, difference, outline, trees
+
+from .fidelity import assert_same, run
+
+pytestmark = [pytest.mark.engines, pytest.mark.slow]
+
+MAP = ChatPromptTemplate.from_messages([("system", "Summarise this part of a document in one line."), ("human", "{chunk}")])
+REDUCE = PromptTemplate.from_template("Combine these partial summaries about {question} into one.\n{summaries}\nSummary: ")
+
+
+def map_reduce(vectorstore, chat_model):
+    """A map-reduce summary written with LCEL: retrieve, summarise each chunk (`.map()`),
+    combine the summaries."""
+    retriever = vectorstore.as_retriever(search_kwargs={"k": 3})
+    summarise = MAP | chat_model | StrOutputParser()
+
+    def jobs(x: dict) -> list[dict]:
+        return [{"chunk": doc.page_content} for doc in x["docs"]]
+
+    def joined(parts: list[str]) -> str:
+        return "\n".join(f"- {p.strip()}" for p in parts)
+
+    with_docs = RunnablePassthrough.assign(docs=(lambda x: x["question"]) | retriever)
+    summaries = RunnablePassthrough.assign(summaries=RunnableLambda(jobs) | summarise.map() | RunnableLambda(joined))
+    return {"question": RunnablePassthrough()} | with_docs | summaries | REDUCE | chat_model | StrOutputParser()
+
+
+def test_map_reduce_with_map_lowers_and_equals_stock(vectorstore, chat_model, llm_proxy, questions) -> None:
+    chain = map_reduce(vectorstore, chat_model)
+    fast = accel.wrap(map_reduce(vectorstore, chat_model))
+    text = fast.explain()
+    assert "RunnableEach" in text and "once per item" in text
+    assert "each item: ChatOpenAI" in text  # the map's model runs as a Decode on accel's engine
+    stock_run = run(chain, questions[:3], llm_proxy)
+    fast_run = run(fast, questions[:3], llm_proxy)
+    assert_same(stock_run, fast_run)
+    assert len(stock_run.llm) == 3 * (3 + 1)  # three chunk summaries and one combine per question
+    assert run(fast, questions[:3], llm_proxy, mode="batch").outputs == stock_run.outputs
+
+
+def test_async_map_equals_stock(chat_model, questions) -> None:
+    summarise = (MAP | chat_model | StrOutputParser()).map()
+    fast = accel.wrap(summarise)
+    items = [[{"chunk": q} for q in questions[:3]], [{"chunk": questions[3]}], []]
+
+    async def both():
+        return [await summarise.ainvoke(x) for x in items], await asyncio.gather(*(fast.ainvoke(x) for x in items))
+
+    stock, wrapped = asyncio.run(both())
+    assert wrapped == stock
+    assert wrapped[2] == []
+
+
+def test_a_map_shows_stock_s_run_tree(chat_model, questions) -> None:
+    chain = {"chunk": RunnablePassthrough()} | MAP | chat_model | StrOutputParser()
+    mapped = RunnableLambda(lambda x: x["chunks"]) | chain.map()
+    fast = accel.wrap(mapped)
+    stock_runs, fast_runs = Recorder(), Recorder()
+    x = {"chunks": questions[:2]}
+    assert fast.invoke(x, config={"callbacks": [fast_runs]}) == mapped.invoke(x, config={"callbacks": [stock_runs]})
+    assert trees(fast_runs) == trees(stock_runs), difference(trees(fast_runs), trees(stock_runs))
+    rows = outline(trees(stock_runs)[0])
+    assert (1, "RunnableEach<RunnableSequence>", "chain", ("seq:step:2",)) in rows
+    assert rows.count((2, "RunnableSequence", "chain", ())) == 2  # one untagged run per item
+    assert rows.count((3, "ChatOpenAI", "llm", ("seq:step:3",))) == 2
+
+
+def test_a_failing_item_raises_stock_s_error(chat_model) -> None:
+    def check(x: dict) -> dict:
+        if x["chunk"] == "bad":
+            raise ValueError("bad chunk")
+        return x
+
+    mapped = (RunnableLambda(check) | MAP | chat_model | StrOutputParser()).map()
+    fast = accel.wrap(mapped)
+    items = [{"chunk": "good"}, {"chunk": "bad"}, {"chunk": "fine"}]
+    with pytest.raises(ValueError, match="bad chunk"):
+        mapped.invoke(items)
+    with pytest.raises(ValueError, match="bad chunk"):
+        fast.invoke(items)
+    with pytest.raises(TypeError):
+        mapped.invoke(3)
+    with pytest.raises(TypeError):
+        fast.invoke(3)  # not iterable: stock's `list(inputs)` error
