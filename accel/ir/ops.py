@@ -272,6 +272,8 @@ RenderChat = Callable[[list[dict[str, str]]], Awaitable[str]]
 SENTINEL = "\x00ACCEL_LATE\x00"
 WARM_EXTRA_TOKENS = 1
 """Tokens a warm-up sends past its block-aligned cut (see `WarmupOp`)."""
+TOKEN_SLACK = 8
+"""Tokens a tokenizer may add beyond one per UTF-8 byte of text (BOS, a SentencePiece dummy prefix)."""
 
 
 @dataclass(frozen=True)
@@ -312,13 +314,36 @@ class WarmupOp:
         return rendered.split(SENTINEL, 1)[0]
 
     async def requests(self, values: dict[str, Any]) -> list[GenerationRequest]:
+        block = self.block_size() if callable(self.block_size) else self.block_size
+        if await self._under_a_block(values, block):
+            return []
         text = await self.prefix_text(values)
         tokens = await self.tokenize(text, add_special_tokens=not self.messages)
-        block = self.block_size() if callable(self.block_size) else self.block_size
         cut = (len(tokens) - max(self.safety_tail, WARM_EXTRA_TOKENS)) // block * block
         if cut < block:
             return []
         return [GenerationRequest(prompt_token_ids=list(tokens[:cut + WARM_EXTRA_TOKENS]), params=self.params)]
+
+    async def _under_a_block(self, values: dict[str, Any], block: int) -> bool:
+        """Whether the prefix is surely too short to fill one block, decided without the
+        server's tokenizer (a prompt whose text changes per query would otherwise cost a
+        render and a tokenize round trip to a busy server for a warm-up that sends nothing).
+        Byte-level BPE and SentencePiece tokens each cover at least one UTF-8 byte, so a text
+        of B bytes has at most B + `TOKEN_SLACK` tokens; a chat template's own text is measured
+        once per role sequence on placeholder messages (the engine memoises the render). A
+        template that lengthens content (escaping) could make this skip a warm-up that would
+        have filled a block: a lost warm-up, never a changed request."""
+        need = block + max(self.safety_tail, WARM_EXTRA_TOKENS)
+        if not self.messages:
+            return len(render_parts(self.prefix, values).encode()) + TOKEN_SLACK < need
+        messages = _sentinel_messages(self.messages, len(self.prefix), values)
+        content = sum(len(m["content"].encode()) for m in messages) - len(SENTINEL.encode())
+        if content + TOKEN_SLACK >= need or self.render_chat is None:
+            return False
+        placeholders = [{"role": m["role"], "content": "x"} for m in messages]
+        placeholders[-1]["content"] = "x" + SENTINEL
+        template = len((await self.render_chat(placeholders)).split(SENTINEL, 1)[0].encode()) - len(messages)
+        return content + template + TOKEN_SLACK < need
 
     def output(self, values: dict[str, Any], results: list[Any]) -> int:
         return 0 if not results else results[0].prompt_tokens - WARM_EXTRA_TOKENS

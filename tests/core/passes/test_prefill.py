@@ -184,3 +184,59 @@ def test_expand_opening_prompt_is_warmed_while_retrieval_runs(fake_ctx):
     assert after.node("synthesize").kind is Kind.EXPAND  # the sub-template still runs its own prefill
     assert warm.op.prefix == (INSTRUCTION, "Question: ", Slot("question"), "\nContext: ")
     assert any("synthesize: first 4 prompt part(s) prefilled early" in note for note in after.meta["notes"])
+
+
+async def test_a_prefix_too_short_for_a_block_costs_no_tokenizer_round_trip():
+    """A per-query prefix that cannot fill a block is dropped before any render or tokenize of
+    its text (each a round trip to the server); a chat template is measured on placeholders."""
+    from transformers import AutoTokenizer
+
+    from accel.engines.offline.llm import build_llm
+
+    hf = AutoTokenizer.from_pretrained(str(build_llm("tiny")))
+    rendered, tokenized = [], []
+
+    async def render_chat(messages):
+        rendered.append(messages)
+        return hf.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    async def tokenize(text, *, add_special_tokens=True):
+        tokenized.append(text)
+        return hf(text, add_special_tokens=add_special_tokens)["input_ids"]
+
+    short = (("user", ("You are a planner.\nQuestion: ", Slot("question"), "\nPlan: ", Slot("plan"))),)
+    op = WarmupOp(prefix=short[0][1][:3], tokenize=tokenize, block_size=128, messages=short, render_chat=render_chat)
+    for question in ("How do I push onto a heap?", "What does bisect do?"):
+        assert await op.requests({"question": question}) == []
+    assert tokenized == [] and all(m[-1]["content"].startswith("x") for m in rendered)  # placeholders only
+    text = WarmupOp(prefix=("Question: ", Slot("question"), "\n"), tokenize=tokenize, block_size=128)
+    assert await text.requests({"question": "short?"}) == [] and tokenized == []
+
+
+async def test_the_short_prefix_bound_never_drops_a_warm_up_that_fills_a_block():
+    """Random chat and text prefixes around one block, through the offline LLM's tokenizer and
+    chat template: every prefix whose tokens fill a block still gets its warm-up."""
+    from transformers import AutoTokenizer
+
+    from accel.engines.offline.llm import build_llm
+
+    hf = AutoTokenizer.from_pretrained(str(build_llm("tiny")))
+
+    async def render_chat(messages):
+        return hf.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    async def tokenize(text, *, add_special_tokens=True):
+        return hf(text, add_special_tokens=add_special_tokens)["input_ids"]
+
+    rng = random.Random(5)
+    words = ["a", "é", "日本", " ", "\n", "token", "??", "x1", "  ", "def f():"]
+    for _ in range(150):
+        head = "".join(rng.choice(words) for _ in range(rng.randint(1, 60)))
+        chat = rng.random() < 0.5
+        messages = (("system", ("Be brief.",)), ("user", (head, Slot("q")))) if chat else ()
+        prefix = ("Be brief.", head) if chat else (head,)
+        op = WarmupOp(prefix=prefix, tokenize=tokenize, block_size=16, messages=messages, render_chat=render_chat)
+        text = await op.prefix_text({})
+        tokens = await tokenize(text, add_special_tokens=not chat)
+        if len(tokens) - 4 >= 16:
+            assert await op.requests({}) != [], (chat, head)
