@@ -75,6 +75,25 @@ class Indexed:
 
     workload: Workload
     index: Any
+    collection: str = ""
+    """The collection (LangChain) or table (LlamaIndex) the documents went into."""
+
+
+def drop_index(indexed: Indexed, stack: Any) -> None:
+    """Remove the workload's collection or table, so repeated benchmarks do not fill the
+    user's Postgres with `bench_*` collections (each run indexes into a fresh one)."""
+    index = indexed.index
+    if index is None:
+        return
+    if callable(getattr(index, "delete_collection", None)):  # LangChain PGVector
+        index.delete_collection()
+        return
+    store = getattr(index, "vector_store", None)
+    if type(store).__name__ == "PGVectorStore":  # LlamaIndex: its rows live in table data_<name>
+        import psycopg
+
+        with psycopg.connect(stack.pg_dsn, autocommit=True) as conn:
+            conn.execute(f'DROP TABLE IF EXISTS "{store.schema_name}"."data_{store.table_name}"')
 
 
 def index_workload(config: BenchConfig, stack: Any, progress: Progress = lambda _: None) -> Indexed:
@@ -88,7 +107,7 @@ def index_workload(config: BenchConfig, stack: Any, progress: Progress = lambda 
     progress(f"indexing {len(workload.documents)} documents")
     module = example(config.example).module(config.framework)
     collection = f"bench_{config.example.replace('-', '_')}_{uuid.uuid4().hex[:8]}"
-    return Indexed(workload, module.build_index(stack, workload.documents, collection))
+    return Indexed(workload, module.build_index(stack, workload.documents, collection), collection)
 
 
 def _apps(config: BenchConfig, stack: Any, index: Any) -> Apps:
@@ -99,17 +118,21 @@ def _apps(config: BenchConfig, stack: Any, index: Any) -> Apps:
 
 def compare(config: BenchConfig, stack: Any, progress: Progress = lambda _: None, indexed: Indexed | None = None) -> dict[str, Any]:
     """Run every selected system on the same workload; returns the JSON-ready report.
-    `indexed`: the workload indexed beforehand (`index_workload`), else it is indexed here."""
+    `indexed`: the workload indexed beforehand (`index_workload`, its caller drops it), else
+    it is indexed here and dropped at the end."""
     config.check()
     systems = select(list(config.systems), ablations=config.ablations)
     if config.mode == "single":
         systems = [s for s in systems if s.name != STOCK_CONCURRENT]  # identical to sequential there
+    own = indexed is None
     indexed = indexed or index_workload(config, stack, progress)
     driver = driver_for(config.framework)
     try:
         return _compare(config, stack, progress, indexed, systems, driver)
     finally:
         driver.close()
+        if own:
+            drop_index(indexed, stack)
 
 
 def _compare(config: BenchConfig, stack: Any, progress: Progress, indexed: Indexed, systems: list[Any], driver: Any) -> dict[str, Any]:

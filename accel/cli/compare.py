@@ -33,14 +33,14 @@ def _engines(steps: Steps, config: Any, private_size: str) -> Iterator[tuple[Any
     """(StackConfig, Indexed) on a private stack, or on the `accel up` one (started if needed,
     with the workload indexed while the LLM server starts: indexing needs only Postgres and
     the embedder, and vLLM on CPU pins its worker to one core)."""
-    from accel.benchmarks.harness import index_workload
+    from accel.benchmarks.harness import drop_index, index_workload
 
     if private_size:
         from accel.benchmarks.private_stack import private_stack
 
         steps.step(f"starting a private stack ({private_size} LLM, about 2 minutes)")
         with private_stack(private_size) as stack:
-            yield stack, index_workload(config, stack, steps.step)
+            yield stack, index_workload(config, stack, steps.step)  # the private stack goes, its data with it
         return
     from accel.config import settings
     from accel.engines import stack as local
@@ -71,8 +71,12 @@ def _engines(steps: Steps, config: Any, private_size: str) -> Iterator[tuple[Any
         info = started.result()
     stack = StackConfig(info.openai_base_url, info.model, info.pg_dsn, info.embed_model, info.rerank_model)
     if (info.pg_dsn, info.embed_model) != (partial.pg_dsn, partial.embed_model):  # a stack up before with other settings
+        drop_index(indexed, partial)
         indexed = index_workload(config, stack, steps.step)
-    yield stack, indexed
+    try:
+        yield stack, indexed
+    finally:
+        drop_index(indexed, stack)
 
 
 def _command(name: str) -> Callable[..., None]:

@@ -34,9 +34,22 @@ def _check_accel(report: dict[str, Any], name: str) -> None:
     assert report["latency"][name] is not None and report["speedup_vs_stock"][name] is not None
 
 
+def _bench_indexes(stack: StackConfig) -> set[str]:
+    """The `bench_*` LangChain collections and LlamaIndex tables in the stack's Postgres."""
+    import psycopg
+
+    with psycopg.connect(stack.pg_dsn, autocommit=True) as conn:
+        found = {row[0] for row in conn.execute("SELECT tablename FROM pg_tables WHERE tablename LIKE 'data_bench_%'")}
+        if conn.execute("SELECT to_regclass('langchain_pg_collection')").fetchone()[0] is not None:
+            found |= {row[0] for row in conn.execute("SELECT name FROM langchain_pg_collection WHERE name LIKE 'bench_%'")}
+    return found
+
+
 @pytest.mark.parametrize("framework", ["langchain", "llamaindex"])
 def test_single_mode_report(stack: StackConfig, framework: str, tmp_path: Path) -> None:
+    indexes = _bench_indexes(stack)
     report = compare(_config(framework, "single"), stack)
+    assert _bench_indexes(stack) == indexes  # the run's collection / table is dropped afterwards
     assert report["prefix_cache_reset_between_systems"] is True
     assert set(report["systems"]) == set(SYSTEMS) - {"stock-concurrent"}
     for field in ("speedup_vs_stock", "equal_rate", "latency", "throughput_qps", "speedup_vs_llamadistpc"):
