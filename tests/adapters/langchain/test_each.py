@@ -96,3 +96,20 @@ def test_a_failing_item_raises_stock_s_error(chat_model) -> None:
         mapped.invoke(3)
     with pytest.raises(TypeError):
         fast.invoke(3)  # not iterable: stock's `list(inputs)` error
+
+
+def test_a_model_and_a_retriever_mapped_alone_match_stock_with_their_runs(vectorstore, chat_model, questions) -> None:
+    """`.map()` of a bare model (one llm run per item) and of a retriever (one retriever run
+    per item, Embed + Search lowered): outputs and run trees as stock's."""
+    retriever = vectorstore.as_retriever(search_kwargs={"k": 2})
+    for mapped, items in ((chat_model.map(), questions[:2]), (retriever.map(), questions[:3])):
+        fast = accel.wrap(mapped)
+        assert "each item: " in fast.explain()
+        stock_runs, fast_runs = Recorder(), Recorder()
+        stock_out = mapped.invoke(items, config={"callbacks": [stock_runs]})
+        fast_out = fast.invoke(items, config={"callbacks": [fast_runs]})
+        if mapped.bound is chat_model:
+            assert [m.content for m in fast_out] == [m.content for m in stock_out]
+        else:
+            assert fast_out == stock_out
+        assert trees(fast_runs) == trees(stock_runs), difference(trees(fast_runs), trees(stock_runs))
