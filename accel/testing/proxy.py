@@ -44,6 +44,14 @@ class RequestRecorder:
         return taken
 
 
+class _Server(ThreadingHTTPServer):
+    # socketserver's default listen backlog is 5: a stock `batch` whose threads open a dozen
+    # connections at once (every response here closes its connection) then saw some of them
+    # reset by the kernel ("Connection reset by peer" in the client)
+    request_queue_size = 512
+    daemon_threads = True
+
+
 class RecordingProxy:
     """Forwards every request to `upstream` (e.g. "http://127.0.0.1:8000") and records it.
 
@@ -58,8 +66,7 @@ class RecordingProxy:
         self.upstream_host = parts.hostname or "127.0.0.1"
         self.upstream_port = parts.port or 80
         self.recorder = RequestRecorder()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
+        self._server = _Server(("127.0.0.1", 0), self._handler())
         self._thread: threading.Thread | None = None
 
     @property
