@@ -91,9 +91,10 @@ def drop_index(indexed: Indexed, stack: Any) -> None:
     store = getattr(index, "vector_store", None)
     if type(store).__name__ == "PGVectorStore":  # LlamaIndex: its rows live in table data_<name>
         import psycopg
+        from psycopg import sql
 
         with psycopg.connect(stack.pg_dsn, autocommit=True) as conn:
-            conn.execute(f'DROP TABLE IF EXISTS "{store.schema_name}"."data_{store.table_name}"')
+            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(store.schema_name, f"data_{store.table_name}")))
 
 
 def index_workload(config: BenchConfig, stack: Any, progress: Progress = lambda _: None) -> Indexed:

@@ -60,18 +60,26 @@ def latency(n: int) -> float:
     return 1.0
 
 
-def test_items_run_side_by_side_and_return_in_order(virtual):
-    op = Each((per_item(),))
+def run_each(virtual, op: Each, *item_lists: list[str], together: bool = False):
+    """Each item list as one query (one after another, or `together`); returns the outcomes
+    (an exception for a failed query), the virtual time taken and the engine's batches."""
     template = mapped(op)
 
     async def main():
         engine = FakeEngine("e", latency=latency, compute=compute)
         async with Runtime({"e": engine}) as rt:
-            out = await rt.run(template, {"items": ["a", "b", "c", "d"]})
-            empty = await rt.run(template, {"items": []})
-            return out, empty, asyncio.get_running_loop().time(), engine.batches
+            if together:
+                outcomes = await asyncio.gather(*(rt.run(template, {"items": items}) for items in item_lists), return_exceptions=True)
+            else:
+                outcomes = [await rt.run(template, {"items": items}) for items in item_lists]
+            return outcomes, asyncio.get_running_loop().time(), engine.batches
 
-    out, empty, elapsed, batches = virtual(main())
+    return virtual(main())
+
+
+def test_items_run_side_by_side_and_return_in_order(virtual):
+    op = Each((per_item(),))
+    (out, empty), elapsed, batches = run_each(virtual, op, ["a", "b", "c", "d"], [])
     assert out == ["A", "B", "C", "D"] and empty == []
     assert elapsed == pytest.approx(1.0)  # one batch for all four items, not four in a row
     assert sorted(sum(batches, [])) == ["a", "b", "c", "d"]
@@ -80,16 +88,7 @@ def test_items_run_side_by_side_and_return_in_order(virtual):
 
 def test_the_lowest_failing_item_raises_and_other_queries_go_on(virtual):
     op = Each((per_item(),))
-    template = mapped(op)
-
-    async def main():
-        engine = FakeEngine("e", latency=latency, compute=compute)
-        async with Runtime({"e": engine}) as rt:
-            failing = rt.run(template, {"items": ["a", "bad-1", "b", "bad-2"]})
-            healthy = rt.run(template, {"items": ["x", "y"]})
-            return await asyncio.gather(failing, healthy, return_exceptions=True)
-
-    failed, ok = virtual(main())
+    (failed, ok), _, _ = run_each(virtual, op, ["a", "bad-1", "b", "bad-2"], ["x", "y"], together=True)
     assert isinstance(failed, ValueError) and str(failed) == "bad-1"
     assert ok == ["X", "Y"]
     failed_ends = sorted(k for k, err in op.ends if isinstance(err, ValueError))
