@@ -32,16 +32,16 @@ class WrapOptions:
     of raising (adapters that can re-run stock; others raise the stock client's error)."""
 
     def __post_init__(self) -> None:
-        from accel.passes import PASSES
+        from accel.passes import PASSES, PROGRAM_PASSES
         from accel.runtime.policies import POLICIES
 
         object.__setattr__(self, "disabled_passes", tuple(self.disabled_passes))
         if self.policy not in POLICIES:
             raise OptionsError(f"accel.wrap: unknown policy {self.policy!r}. Remedy: use one of {sorted(POLICIES)}.")
-        unknown = [name for name in self.disabled_passes if name not in PASSES]
+        unknown = [name for name in self.disabled_passes if name not in PASSES and name not in PROGRAM_PASSES]
         if unknown:
             raise OptionsError(f"accel.wrap: unknown pass(es) {unknown} in disabled_passes. "
-                               f"Remedy: use names of registered passes {list(PASSES)}.")
+                               f"Remedy: use names of registered passes {[*PASSES, *PROGRAM_PASSES]}.")
         if not isinstance(self.fallback, bool):
             raise OptionsError(f"accel.wrap: fallback must be True or False, not {self.fallback!r}.")
 

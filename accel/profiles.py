@@ -34,6 +34,14 @@ DEFAULT_SECONDS: dict[str, dict[str, float]] = {
 }
 """Seconds per item at the max efficient batch on the reference machine (docs/profile.md)."""
 
+DEFAULT_LLM_SPARE = 2
+"""LLM requests in flight below which the engine still has spare capacity: the largest batch
+whose requests take under `SPARE_SLOWDOWN` times a lone request's latency. 2 for both offline
+models on the reference machine (docs/profile.md: 0.157 -> 0.189 s tiny, 0.574 -> 0.779 s bench
+at batch 2; 1.6x and 2.2x at batch 4). A GPU's decode step barely slows up to batch 32-64
+(GPU-FACTS), so a profile measured there gives a much larger figure."""
+SPARE_SLOWDOWN = 1.5
+
 QUERY_CHARS, CHUNK_CHARS = 65, 700
 """Mean characters of the profiler's query-length and chunk-length texts (`engines/profile.py`)."""
 
@@ -46,6 +54,9 @@ class MeasuredLimits:
     """Where they come from, for `explain()`."""
     seconds: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     """Engine name -> input class -> seconds per item at the max efficient batch."""
+    llm_spare: int = DEFAULT_LLM_SPARE
+    """LLM requests in flight below which speculative work (learned prefill's warm-ups) costs
+    the running requests little (`DEFAULT_LLM_SPARE`)."""
 
     def for_engines(self, engines: Iterable[tuple[str, str]]) -> dict[str, int]:
         """Pass-context profiles for `(runtime name, engine name)` pairs: keys
@@ -98,12 +109,15 @@ def load(directory: Path | None = None) -> MeasuredLimits:
     directory = Path(directory) if directory is not None else settings().profiles_dir
     saved: dict[str, dict[str, int]] = {}
     seconds: dict[str, dict[str, float]] = {}
+    spare: int | None = None
     for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
         try:
             profile = EngineProfile.load(path)
         except Exception as err:  # noqa: BLE001 - a broken file is reported, the rest still count
             log.warning("accel.profiles: ignoring %s (%s)", path, err)
             continue
+        if profile.label.startswith("prompt"):
+            spare = spare_batch(profile.points)
         cls = input_class(profile.label)
         if cls is not None:
             saved.setdefault(profile.engine, {})[cls] = profile.max_efficient_batch
@@ -111,6 +125,15 @@ def load(directory: Path | None = None) -> MeasuredLimits:
             if best:
                 seconds.setdefault(profile.engine, {})[cls] = 1 / best
     if saved:
-        return MeasuredLimits(saved, f"measured on this machine ({directory})", seconds)
+        return MeasuredLimits(saved, f"measured on this machine ({directory})", seconds, spare or DEFAULT_LLM_SPARE)
     return MeasuredLimits(DEFAULTS, "documented defaults of the reference machine (no saved profile: run `accel profile`)",
-                          DEFAULT_SECONDS)
+                          DEFAULT_SECONDS, spare or DEFAULT_LLM_SPARE)
+
+
+def spare_batch(points: Iterable[Any]) -> int | None:
+    """The largest batch whose latency stays under `SPARE_SLOWDOWN` times batch 1's, from an
+    LLM profile's points (`ProfilePoint`s); None without a batch-1 point."""
+    latency = {point.batch_size: point.latency_s for point in points}
+    if 1 not in latency:
+        return None
+    return max(size for size, seconds in latency.items() if seconds <= SPARE_SLOWDOWN * latency[1])

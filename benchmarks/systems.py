@@ -47,9 +47,10 @@ def _wrap(**options: Any) -> Callable[[Apps], Any]:
 
 
 def pass_names() -> list[str]:
-    from accel.passes import PASSES
+    """Graph passes, then passes over what programs' runs taught (learned prefill)."""
+    from accel.passes import PASSES, PROGRAM_PASSES
 
-    return list(PASSES)
+    return [*PASSES, *PROGRAM_PASSES]
 
 
 def all_systems(*, ablations: bool = True) -> list[System]:

@@ -10,6 +10,7 @@ from accel.passes.prune import prune_dependencies
 from accel.passes.registry import (
     DEFAULT_ORDER,
     PASSES,
+    PROGRAM_PASSES,
     PassContext,
     PassFn,
     optimize,
@@ -32,6 +33,7 @@ for _name, _fn in (("share_requests", share_requests), ("share_prefixes", share_
 __all__ = [
     "DEFAULT_ORDER",
     "PASSES",
+    "PROGRAM_PASSES",
     "PassContext",
     "PassFn",
     "decode_pipeline",

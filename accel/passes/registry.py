@@ -38,6 +38,11 @@ class PassContext:
 
 PassFn = Callable[[Graph, PassContext], Graph]
 
+PROGRAM_PASSES: tuple[str, ...] = ("learned_prefill",)
+"""Optimisations over what a program's runs taught rather than over a graph (code accel does
+not lower): switched off by name in `disabled_passes` like the graph passes, ignored by
+`optimize`."""
+
 PASSES: dict[str, PassFn] = {}
 DEFAULT_ORDER: tuple[str, ...] = ("prune_dependencies", "stage_decompose", "prefill_split", "decode_pipeline")
 
@@ -76,12 +81,12 @@ def optimize(
     context = context or PassContext()
     names = list(PASSES) if passes is None else list(passes)
     skip = set(disabled)
-    unknown = [n for n in [*names, *skip] if n not in PASSES]
+    unknown = [n for n in [*names, *skip] if n not in PASSES and n not in PROGRAM_PASSES]
     if unknown:
         raise PassError(None, f"unknown pass(es) {unknown}", f"registered passes are {list(PASSES)}")
     result = graph.copy()
     for name in names:
-        if name in skip:
+        if name in skip or name in PROGRAM_PASSES:
             continue
         before = result
         result = PASSES[name](before, context)

@@ -95,6 +95,12 @@ class EngineScheduler:
         """Requests waiting for a batch (bounded by `limits.queue_limit`)."""
         return self._queued
 
+    @property
+    def load(self) -> int:
+        """Work on the engine now: LLM requests (batch calls, for other engines) in flight,
+        plus requests waiting."""
+        return self._running + self._queued
+
     # ---- submission -----------------------------------------------------------------------
 
     async def submit(self, task: EngineTask) -> list[Any]:

@@ -19,36 +19,76 @@ chain (one graph per call, the passes applied), everything else in the node is a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
-from accel.adapters.langgraph.structure import GraphStructure, explain_structure, read_structure
+from accel.adapters.langgraph.structure import GraphStructure, explain_structure, read_structure, task_of
 from accel.options import WrapOptions
+from accel.passes import learned_prefill
 from accel.wrap import note_unused
-from accel.scope import WrappedRun, context_with, wrapped_run
+from accel.scope import WrappedRun, context_with, current_run, wrapped_run
 
 
 class _Accel:
     """What the drop-in class carries (class attributes: `Pregel.copy` passes every instance
     attribute to `__init__`)."""
 
-    def __init__(self, original: Any, structure: GraphStructure, session: Any) -> None:
+    def __init__(self, original: Any, structure: GraphStructure, session: Any, options: WrapOptions) -> None:
+        from accel.adapters.common.floor import learned
+
         self.original = original
         self.structure = structure
         self.session = session
         self.name = original.get_name()
         self.lowered: dict[str, Any] = {}  # node name -> its LCEL runnable, lowered
+        self.model = learned.model_for(self.name, options.disabled_passes)
 
     def new_run(self) -> WrappedRun:
         return WrappedRun(app=self.name, session=self.session,
                           remaining_depth=_depth_reader(self.structure) if self.structure.known else None)
+
+    def record(self, run: WrappedRun, fresh: WrappedRun, input: Any) -> Callable[[], None]:
+        """Start learning from `run` when it is this call's own program (not an outer app's);
+        the returned function ends it."""
+        if self.model is None or run is not fresh:
+            return _nothing
+        return self.model.start(run, _task_locator(), input).end
+
+    @contextlib.contextmanager
+    def program(self, input: Any) -> Iterator[WrappedRun]:
+        """This call's program, learned from while it runs."""
+        fresh = self.new_run()
+        with wrapped_run(fresh) as run:
+            end = self.record(run, fresh, input)
+            try:
+                yield run
+            finally:
+                end()
+
+    def program_context(self, input: Any) -> tuple[contextvars.Context, Callable[[], None]]:
+        """A context holding this call's program (for iterators driven step by step), and the
+        function that ends it."""
+        fresh = self.new_run()
+        context = context_with(fresh)
+        return context, self.record(context.run(current_run), fresh, input)
+
+
+def _nothing() -> None:
+    return None
 
 
 def _depth_reader(structure: GraphStructure):
     from langchain_core.runnables.config import var_child_runnable_config
 
     return lambda: structure.remaining_depth(var_child_runnable_config.get())
+
+
+def _task_locator():
+    from langchain_core.runnables.config import var_child_runnable_config
+
+    return lambda: task_of(var_child_runnable_config.get())
 
 
 def wrap_graph(graph: Any, options: WrapOptions) -> Any:
@@ -59,10 +99,11 @@ def wrap_graph(graph: Any, options: WrapOptions) -> Any:
     if getattr(type(graph), "_accel", None) is not None:
         return graph
     floor.install()
-    accel = _Accel(graph, read_structure(graph), get_session(policy=options.policy))
+    accel = _Accel(graph, read_structure(graph), get_session(policy=options.policy), options)
     nodes, accel.lowered = lower_nodes(graph, options)
     if not accel.lowered:
-        note_unused("langgraph", [name for name in options.non_default() if name != "policy"])
+        note_unused("langgraph", [name for name in options.non_default() if name != "policy"
+                                  and (name != "disabled_passes" or set(options.disabled_passes) - {learned_prefill.NAME})])
     fast = graph.copy({"nodes": nodes} if accel.lowered else None)
     fast.__class__ = _accelerated_class(type(graph), accel)
     return fast
@@ -90,37 +131,44 @@ def lower_nodes(graph: Any, options: WrapOptions) -> tuple[dict[str, Any], dict[
 
 def _accelerated_class(base: type, accel: _Accel) -> type:
     def invoke(self: Any, input: Any, config: Any = None, **kwargs: Any) -> Any:
-        with wrapped_run(accel.new_run()):
+        with accel.program(input):
             return base.invoke(self, input, config, **kwargs)
 
     async def ainvoke(self: Any, input: Any, config: Any = None, **kwargs: Any) -> Any:
-        with wrapped_run(accel.new_run()):
+        with accel.program(input):
             return await base.ainvoke(self, input, config, **kwargs)
 
     def stream(self: Any, input: Any, config: Any = None, **kwargs: Any) -> Iterator[Any]:
-        context = context_with(accel.new_run())
-        return _steps_in(context, context.run(base.stream, self, input, config, **kwargs))
+        context, end = accel.program_context(input)
+        return _steps_in(context, context.run(base.stream, self, input, config, **kwargs), end)
 
     def astream(self: Any, input: Any, config: Any = None, **kwargs: Any) -> AsyncIterator[Any]:
-        context = context_with(accel.new_run())
-        return _asteps_in(context, context.run(base.astream, self, input, config, **kwargs))
+        context, end = accel.program_context(input)
+        return _asteps_in(context, context.run(base.astream, self, input, config, **kwargs), end)
 
-    def stream_events(self: Any, *args: Any, **kwargs: Any) -> Any:
-        context = context_with(accel.new_run())
-        events = context.run(base.stream_events, self, *args, **kwargs)
-        return _steps_in(context, events) if isinstance(events, Iterator) else events
+    def stream_events(self: Any, input: Any, *args: Any, **kwargs: Any) -> Any:
+        context, end = accel.program_context(input)
+        events = context.run(base.stream_events, self, input, *args, **kwargs)
+        if isinstance(events, Iterator):
+            return _steps_in(context, events, end)
+        end()
+        return events
 
-    def astream_events(self: Any, *args: Any, **kwargs: Any) -> Any:
-        context = context_with(accel.new_run())
-        events = context.run(base.astream_events, self, *args, **kwargs)
-        return _asteps_in(context, events) if isinstance(events, AsyncIterator) else events
+    def astream_events(self: Any, input: Any, *args: Any, **kwargs: Any) -> Any:
+        context, end = accel.program_context(input)
+        events = context.run(base.astream_events, self, input, *args, **kwargs)
+        if isinstance(events, AsyncIterator):
+            return _asteps_in(context, events, end)
+        end()
+        return events
 
     def explain(self: Any) -> str:
         """The graph's structure, how it runs, and what the floor captured so far."""
         from accel.adapters.common import floor
 
         title = f"accel.wrap({accel.name}) [LangGraph {base.__name__}]"
-        return explain_structure(title, accel.structure, floor.stats.snapshot(), accel.lowered)
+        learned = accel.model.explain() if accel.model is not None else ["learned prefill: off (disabled_passes)"]
+        return explain_structure(title, accel.structure, floor.stats.snapshot(), accel.lowered, learned)
 
     def __repr__(self: Any) -> str:
         return f"accel.wrap({base.__repr__(self)})"
@@ -134,8 +182,8 @@ def _accelerated_class(base: type, accel: _Accel) -> type:
     return type(f"Accelerated{base.__name__}", (base,), namespace)
 
 
-def _steps_in(context: contextvars.Context, items: Iterator[Any]) -> Iterator[Any]:
-    """Iterate `items` with each step (and the close) run in `context`."""
+def _steps_in(context: contextvars.Context, items: Iterator[Any], end: Callable[[], None]) -> Iterator[Any]:
+    """Iterate `items` with each step (and the close) run in `context`; `end()` once done."""
     try:
         while True:
             try:
@@ -147,11 +195,12 @@ def _steps_in(context: contextvars.Context, items: Iterator[Any]) -> Iterator[An
         close = getattr(items, "close", None)
         if close is not None:
             context.run(close)
+        end()
 
 
-async def _asteps_in(context: contextvars.Context, items: AsyncIterator[Any]) -> AsyncIterator[Any]:
+async def _asteps_in(context: contextvars.Context, items: AsyncIterator[Any], end: Callable[[], None]) -> AsyncIterator[Any]:
     """Async iteration of `items`, each step a task in `context` (cancelling the consumer
-    cancels the step, as it would the stock iterator's await)."""
+    cancels the step, as it would the stock iterator's await); `end()` once done."""
     loop = asyncio.get_running_loop()
 
     async def step() -> Any:
@@ -166,5 +215,8 @@ async def _asteps_in(context: contextvars.Context, items: AsyncIterator[Any]) ->
             yield item
     finally:
         aclose = getattr(items, "aclose", None)
-        if aclose is not None:
-            await loop.create_task(aclose(), context=context)
+        try:
+            if aclose is not None:
+                await loop.create_task(aclose(), context=context)
+        finally:
+            end()

@@ -54,6 +54,16 @@ class GraphStructure:
         return self.depth.get(outer) if outer else None
 
 
+def task_of(config: dict[str, Any] | None) -> tuple[str, str] | None:
+    """(node, task) of a LangGraph task config: the node's path through subgraphs and the
+    task's own checkpoint namespace (unique per task, so two visits of a node differ)."""
+    metadata = (config or {}).get("metadata") or {}
+    namespace = metadata.get("langgraph_checkpoint_ns") or ""
+    if not namespace:
+        return None
+    return "|".join(part.split(":", 1)[0] for part in namespace.split("|")), namespace
+
+
 def read_structure(graph: Any) -> GraphStructure:
     """The structure of a compiled graph; a Pregel without a builder (functional API) has
     only its node names (`known=False`: no depths, priorities fall back to PLAS)."""
@@ -113,8 +123,9 @@ def _label(runnable: Any) -> str:
 
 
 def explain_structure(title: str, structure: GraphStructure, floor_counts: dict[str, Any],
-                      lowered: dict[str, Any] | None = None) -> str:
-    """`lowered`: node name -> its LCEL chain wrapped by the LangChain adapter (its explain())."""
+                      lowered: dict[str, Any] | None = None, learned: list[str] | None = None) -> str:
+    """`lowered`: node name -> its LCEL chain wrapped by the LangChain adapter (its explain());
+    `learned`: what learned prefill knows of the nodes' LLM calls."""
     lowered = lowered or {}
     lines = [title, "", "execution: LangGraph's own Pregel loop (checkpointers, interrupts, stream modes as stock)",
              "", f"nodes ({len(structure.nodes)}):"]
@@ -137,6 +148,8 @@ def explain_structure(title: str, structure: GraphStructure, floor_counts: dict[
         lines.append(f"  stock: {component}: {reason} ({n}x)")
     for (component, error), n in sorted(floor_counts.get("fallback", {}).items()):
         lines.append(f"  fallback: {component} after {error} ({n}x)")
+    if learned:
+        lines += ["", *learned]
     for name, chain in lowered.items():
         lines += ["", f"node {name!r}, lowered:", *("  " + line for line in chain.explain().splitlines())]
     return "\n".join(lines)

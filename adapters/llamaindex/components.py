@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from accel.adapters.common.floor import learned
 from accel.registry import TemplateCompiler
 
 from .dropin import DropInInfo, info, make_dropin
@@ -93,7 +94,8 @@ def wrap_object(obj: Any, *, policy: str = "topology", disabled_passes: tuple[st
         replace["_query_engines"] = {name: lower.query_engine(e, f"tool {name!r}") for name, e in obj._query_engines.items()}
         overrides = sub_question_overrides()
         lower.lowered.append("sub-questions -> parallel branches (each answered by its tool's query engine, side by side)")
-    kind = DropInInfo(_name(obj), session, lowered=lower.lowered, parts=lower.parts)
+    kind = DropInInfo(_name(obj), session, lowered=lower.lowered, parts=lower.parts,
+                      model=learned.model_for(_name(obj), tuple(disabled_passes)))
     kind.captured, kind.as_is = engine_components(obj, replace)
     if not lower.lowered:
         kind.as_is.insert(0, f"{_name(obj)}: opaque, run as-is (its own code; nothing in it is lowered)")

@@ -15,6 +15,7 @@ What was lowered, captured and left as-is is kept on the copy (`explain()`).
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import functools
 import inspect
@@ -43,6 +44,7 @@ class DropInInfo:
     as_is: list[str] = field(default_factory=list)
     parts: list[Any] = field(default_factory=list)  # lowered components, explained below
     helper: Any = None  # what a lowered drop-in runs instead of the class's own code
+    model: Any = None  # learned prefill over the object's own code (`floor.learned.ProgramModel`)
 
     def explain(self) -> str:
         lines = [f"accel.wrap({self.kind}): drop-in of the same class; its own code runs inside a wrapped run"]
@@ -50,6 +52,8 @@ class DropInInfo:
                              ("as-is", self.as_is)):
             lines.append(f"{title}:" if items else f"{title}: none")
             lines += [f"  - {item}" for item in items]
+        if self.model is not None:
+            lines += self.model.explain()
         for part in self.parts:
             explain = getattr(part, "explain", None)
             if callable(explain):
@@ -70,17 +74,51 @@ def _entered(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     if inspect.iscoroutinefunction(original):
         @functools.wraps(original)
         async def entry(self: Any, *args: Any, **kwargs: Any) -> Any:
-            with wrapped_run(_new_run(self)):
-                return await original(self, *args, **kwargs)
+            fresh = _new_run(self)
+            with wrapped_run(fresh) as run:
+                end = _record(self, run, fresh, args, kwargs)
+                try:
+                    return await original(self, *args, **kwargs)
+                finally:
+                    end()
     else:
         @functools.wraps(original)
         def entry(self: Any, *args: Any, **kwargs: Any) -> Any:
             # a stream's generator, a workflow's tasks and LlamaIndex's history-writer threads
             # are created in here, so they copy this context and stay inside the run
-            with wrapped_run(_new_run(self)):
-                return original(self, *args, **kwargs)
+            fresh = _new_run(self)
+            with wrapped_run(fresh) as run:
+                end = _record(self, run, fresh, args, kwargs)
+                result = None
+                try:
+                    result = original(self, *args, **kwargs)
+                    return result
+                finally:
+                    _end_with(result, end)
     entry.__accel_entry__ = name  # type: ignore[attr-defined]
     return entry
+
+
+def _record(obj: Any, run: WrappedRun, fresh: WrappedRun, args: tuple, kwargs: dict) -> Callable[[], None]:
+    """Learn from `run` when the drop-in keeps a model and the run is its own (not an outer
+    app's); the returned function ends the recording."""
+    found = info(obj)
+    if found is None or found.model is None or run is not fresh:
+        return _nothing
+    return found.model.start(run, None, {"args": list(args), "kwargs": kwargs}).end
+
+
+def _end_with(result: Any, end: Callable[[], None]) -> None:
+    """End the recording now, or when `result` (a workflow's handler, an asyncio future that
+    the workflow finishes later) is done."""
+    if isinstance(result, asyncio.Future) and not result.done():
+        result.add_done_callback(lambda _future: end())
+    else:
+        end()
+
+
+def _nothing() -> None:
+    return None
 
 
 def _new_run(obj: Any) -> WrappedRun:

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 
 from accel.adapters.common import bindings
-from accel.adapters.common.floor import route
+from accel.adapters.common.floor import learned, route
 from accel.adapters.common.floor.plugins import Plugin, register
 from accel.engines.errors import EngineError
 from accel.engines.llm.api_call import APICall, APIChunk, APIResponse
@@ -91,11 +91,13 @@ def _send_sync(original: Any) -> Any:
         if run is None or not _routable(self, request, kwargs):
             return original(self, request, stream=stream, **kwargs)
         spec, call = _call(self, request)
+        site = learned.on_request(run, spec, call.body)
         try:
             if not stream:
                 [answer] = route.submit_sync(run, spec, [call], COMPONENT)
+                learned.on_response(run, site, answer.status, answer.content)
                 return _response(request, answer)
-            chunks = route.stream_sync(run, spec, call, COMPONENT)
+            chunks = learned.recorded_stream(run, site, route.stream_sync(run, spec, call, COMPONENT))
             head = next(chunks).head
         except (EngineError, route.OnSessionLoop) as err:
             route.note_fallback(COMPONENT, err)
@@ -112,11 +114,13 @@ def _send_async(original: Any) -> Any:
         if run is None or not _routable(self, request, kwargs):
             return await original(self, request, stream=stream, **kwargs)
         spec, call = _call(self, request)
+        site = learned.on_request(run, spec, call.body)
         try:
             if not stream:
                 [answer] = await route.submit_async(run, spec, [call], COMPONENT)
+                learned.on_response(run, site, answer.status, answer.content)
                 return _response(request, answer)
-            chunks = route.stream_async(run, spec, call, COMPONENT)
+            chunks = learned.arecorded_stream(run, site, route.stream_async(run, spec, call, COMPONENT))
             head = (await anext(chunks)).head
         except EngineError as err:
             route.note_fallback(COMPONENT, err)

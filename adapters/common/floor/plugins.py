@@ -28,6 +28,9 @@ from accel.adapters.common.bindings import EngineSpec
 from accel.adapters.common.floor import route
 from accel.engines.errors import EngineError
 
+TEXT_RESULTS = frozenset({"vectordb", "search"})
+"""Engine kinds whose results carry passages (`SearchHit.text`) a later prompt may quote."""
+
 Wrap = Callable[[Any], Any]
 """`wrap(original) -> replacement` for one method."""
 
@@ -74,12 +77,15 @@ def routed(component: str, plan: Plan) -> Wrap:
             call = _plan(component, plan, self, args, kwargs)
             if call is None:
                 return original(self, *args, **kwargs)
+            site = _site(run, call)
             try:
                 results = route.submit_sync(run, call.engine, call.requests, component)
             except (EngineError, route.OnSessionLoop) as err:
                 route.note_fallback(component, err)
                 return original(self, *args, **kwargs)
-            return call.shape(results)
+            value = call.shape(results)
+            _record(run, site, results, value)
+            return value
 
         return replacement
 
@@ -100,16 +106,35 @@ def arouted(component: str, plan: Plan) -> Wrap:
                 call = _checked(component, await call)
             if call is None:
                 return await original(self, *args, **kwargs)
+            site = _site(run, call)
             try:
                 results = await route.submit_async(run, call.engine, call.requests, component)
             except EngineError as err:
                 route.note_fallback(component, err)
                 return await original(self, *args, **kwargs)
-            return call.shape(results)
+            value = call.shape(results)
+            _record(run, site, results, value)
+            return value
 
         return replacement
 
     return wrap
+
+
+def _site(run: Any, call: Call) -> Any:
+    """The call's site in a run that learns from its searches (their passages become values
+    later prompts may hold), else None."""
+    if run.recorder is None or call.engine.kind not in TEXT_RESULTS:
+        return None
+    return run.recorder.site(call.engine.kind)
+
+
+def _record(run: Any, site: Any, results: list[Any], value: Any) -> None:
+    """The passages a search found, and the objects the component made of them (a prompt
+    may quote a document's text or show the document itself)."""
+    if site is not None:
+        texts = [getattr(hit, "text", None) for hits in results for hit in (hits if isinstance(hits, list) else [])]
+        run.recorder.results(site, [t for t in texts if isinstance(t, str)], value)
 
 
 def _plan(component: str, plan: Plan, obj: Any, args: tuple, kwargs: dict) -> Any:

@@ -96,7 +96,8 @@ def note_fallback(component: str, err: BaseException) -> None:
 # ---- submission ----------------------------------------------------------------------------
 
 
-def _session(run: WrappedRun) -> Any:
+def session_of(run: WrappedRun) -> Any:
+    """The session serving `run`: the wrapped app's own, else the process-wide one."""
     if run.session is not None:
         return run.session
     from accel.session import get_session
@@ -131,7 +132,7 @@ async def _stream(session: Any, name: str, task: EngineTask, run: WrappedRun) ->
 
 def submit_sync(run: WrappedRun, spec: EngineSpec, requests: list[Any], component: str) -> list[Any]:
     """The engine's results for `requests`, blocking this thread (never the session loop's)."""
-    session = _session(run)
+    session = session_of(run)
     if session.in_loop_thread():
         raise OnSessionLoop(component)
     name = spec.bind(session)
@@ -149,7 +150,7 @@ def submit_sync(run: WrappedRun, spec: EngineSpec, requests: list[Any], componen
 
 async def submit_async(run: WrappedRun, spec: EngineSpec, requests: list[Any], component: str) -> list[Any]:
     """`submit_sync` for async callers on any loop; cancelling the caller withdraws the task."""
-    session = _session(run)
+    session = session_of(run)
     name = spec.bind(session)
     llm = spec.kind == "llm"
     loop = session.loop
@@ -166,7 +167,7 @@ def stream_sync(run: WrappedRun, spec: EngineSpec, request: Any, component: str)
     """One LLM request streamed to this thread; closing the iterator aborts the request."""
     from accel.session import relay_to_thread
 
-    session = _session(run)
+    session = session_of(run)
     if session.in_loop_thread():
         raise OnSessionLoop(component)
     name = spec.bind(session)
@@ -179,7 +180,7 @@ def stream_async(run: WrappedRun, spec: EngineSpec, request: Any, component: str
     """One LLM request streamed to async code on any loop."""
     from accel.session import relay_to_loop
 
-    session = _session(run)
+    session = session_of(run)
     name = spec.bind(session)
     task = _task(run, component, [request], True)
     stats.count("routed", component)

@@ -63,3 +63,15 @@ def test_the_session_gives_duration_limits_their_measured_cost(tmp_path: Path, m
     assert sized.sized_by_duration and sized.item_seconds(("q", "p")) == profiles.DEFAULT_SECONDS["rerank-minilm-l6"]["pairs"]
     assert not session._sized(unknown, EngineLimits(max_call_s=50.0)).sized_by_duration  # by count, logged
     assert session._sized(reranker, EngineLimits()) == EngineLimits()  # count-sized limits stay so
+
+
+def test_llm_spare_capacity_is_the_largest_batch_that_barely_slows_a_request():
+    from accel.engines.profile import ProfilePoint
+    from accel.profiles import DEFAULT_LLM_SPARE, load, spare_batch
+
+    bench = [ProfilePoint(1, 1.7, 0.574), ProfilePoint(2, 2.6, 0.779), ProfilePoint(4, 3.1, 1.285)]
+    assert spare_batch(bench) == 2  # docs/profile.md's bench model
+    gpu_like = [ProfilePoint(1, 100, 0.0096), ProfilePoint(32, 2700, 0.0119), ProfilePoint(128, 7500, 0.0169)]
+    assert spare_batch(gpu_like) == 32
+    assert spare_batch([ProfilePoint(2, 2.6, 0.779)]) is None
+    assert load(Path("/nonexistent")).llm_spare == DEFAULT_LLM_SPARE

@@ -1,0 +1,587 @@
+"""Learned prefill at the floor: a program's engine calls recorded per site, its prompts learned,
+and their verified prefixes warmed as soon as the values they hold are known.
+
+A wrapped app that runs its own code (LangGraph graph, LlamaIndex chat engine, workflow, ...)
+keeps one `ProgramModel`; each call of it is a `RunRecorder` attached to its `WrappedRun`. The
+floor tells the recorder what the run produced (its input, every LLM call's text, every
+search's passages) and which prompt each LLM call sent. `accel.passes.learned_prefill` writes
+each call site's prompt as static text and slots over those values and checks it on later runs;
+this module sends a prefix-cache warm-up (`WarmupOp`, pass 3's request: block-aligned token ids,
+`max_tokens=1`) of a site's verified prefix once its values are all there and before the run
+makes the call, so vLLM has prefilled it while the run was busy elsewhere.
+
+Never a changed request: the program's own requests go out as they would. A site is warmed only
+when most finished runs made the call; only up to where the last run repeated its pattern (the
+rest is learned again from that run); only while a later value of its prompt is still to come,
+or when the call usually comes well after its last value (a loop's later rounds, a node behind
+other LLM calls), since otherwise the warm-up would race the call; and only while the real
+requests find the warmed tokens cached (`cached_tokens`; `MAX_MISSES` in a row stop the site).
+A warm-up is speculative work: it is sent only while the LLM engine has spare capacity (fewer
+requests in flight than the measured `accel.profiles` figure), since on a full engine its
+prefill would only take time from the requests running.
+Warm-ups are tasks of the run: `end()` cancels those still in flight. `ACCEL_LEARNED_PREFILL=0`
+(or `set_enabled(False)`, or the pass name in `disabled_passes`) switches it off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import logging
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from accel.adapters.common.bindings import EngineSpec
+from accel.adapters.common.floor import programs
+from accel.engines.errors import EngineError
+from accel.ir.dynamic import LearnedPrompt, Prompt, Site
+from accel.ir.ops import WarmupOp
+from accel.passes import learned_prefill as lp
+from accel.scope import WrappedRun
+
+log = logging.getLogger("accel.floor.learned")
+
+WARM_SHARE = 0.5
+"""A site is warmed when at least this share of the program's finished runs made its call."""
+MAX_MISSES = 3
+"""Warm-ups in a row whose tokens the real request did not find cached stop a site's warming."""
+MIN_LAG_S = 0.05
+"""A site whose whole prompt is known is warmed only if its call usually comes at least this
+long after its last value (otherwise the warm-up would race the call and prefill it twice)."""
+LAG_WEIGHT = 0.3
+MAX_INPUT_VALUES = 64
+TEMPLATE_FIELDS = frozenset({
+    "tools", "functions", "chat_template", "chat_template_kwargs", "documents", "continue_final_message",
+    "add_generation_prompt", "mm_processor_kwargs",
+})
+"""Chat request fields that change what the server's chat template renders: not learned."""
+
+Locate = Callable[[], "tuple[str, str] | None"]
+"""The (node, task key) of the code calling now, or None where the program has no nodes."""
+
+_state = {"enabled": os.environ.get("ACCEL_LEARNED_PREFILL", "1").strip().lower() not in ("0", "false", "off", "no")}
+
+
+def set_enabled(on: bool) -> None:
+    """Switch learned prefill on or off for this process (A/B benchmarks)."""
+    _state["enabled"] = bool(on)
+
+
+def enabled() -> bool:
+    return _state["enabled"]
+
+
+@dataclass
+class SiteModel:
+    """What the runs taught about one LLM call site."""
+
+    learned: LearnedPrompt
+    engine: EngineSpec
+    verified: int = 0
+    """Leading parts of `learned` the last run repeated (a site's first pattern is trusted
+    whole at once, so the runs right after the first already gain)."""
+    runs: int = 0
+    multi: bool = False
+    """The call was made more than once in one run (a loop, a fan-out): not warmed."""
+    lag_s: float = -1.0
+    """How long after the last value its prompt holds the call is usually made (a moving
+    average; -1 before the first run): a call made long after (a loop's later rounds, a node
+    behind other LLM calls) is worth warming even once its whole prompt is known."""
+    misses: int = 0
+    stopped: str | None = None
+    relearned: int = 0
+    warmups: int = 0
+    warmed_tokens: int = 0
+    hits: int = 0
+    busy: int = 0
+    """Warm-ups not sent because the LLM engine had no spare capacity."""
+    late: int = 0
+    """Calls made while their warm-up was still on its way."""
+
+    def warmable(self) -> int:
+        return self.verified
+
+
+class ProgramModel:
+    """One wrapped app's sites, learned over its runs (shared by concurrent runs)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.sites: dict[Site, SiteModel] = {}
+        self.finished = 0
+        self.failed_warmups = 0
+        self._lock = threading.Lock()
+
+    def start(self, run: WrappedRun, locate: Locate | None = None, value: Any = None) -> RunRecorder:
+        """A recorder for `run`, attached to it; `value` is the run's input."""
+        recorder = RunRecorder(self, run, locate)
+        run.recorder = recorder
+        recorder.add_values(input_values(value))
+        return recorder
+
+    def observe(self, site: Site, prompt: Prompt, engine: EngineSpec, values: dict[str, str]) -> list[str]:
+        """Learn `site`'s prompt from its first run; check every later run against it. The
+        value names the prompt holds."""
+        with self._lock:
+            model = self.sites.get(site)
+            if model is None:  # trusted up to its end until a run says otherwise
+                learned = lp.learn(prompt, values)
+                self.sites[site] = SiteModel(learned, engine, verified=len(learned.flat_parts))
+                return learned.slots()
+            model.engine = engine
+            model.verified = lp.reproduced(model.learned, prompt, values)
+            if model.verified == len(model.learned.flat_parts):
+                return model.learned.slots()
+            # the pattern held only so far: the part that held is what the next runs may warm;
+            # the rest is learned again from this run
+            model.learned = lp.learn(prompt, values)
+            model.relearned += 1
+            if model.relearned == 1:
+                log.info("%s: the prompt of %s repeated %d part(s) of its pattern; learning the rest again",
+                         self.name, site, model.verified)
+            return model.learned.slots()
+
+    def lag(self, site: Site, seconds: float) -> None:
+        """A run made `site`'s call `seconds` after the last value its prompt holds arrived."""
+        with self._lock:
+            model = self.sites.get(site)
+            if model is not None:
+                model.lag_s = seconds if model.lag_s < 0 else (1 - LAG_WEIGHT) * model.lag_s + LAG_WEIGHT * seconds
+
+    def targets(self) -> list[tuple[Site, SiteModel]]:
+        """Sites to warm in a run: verified, usually called, not stopped."""
+        with self._lock:
+            if not self.finished:
+                return []
+            return [(site, m) for site, m in self.sites.items()
+                    if not m.multi and m.stopped is None and m.verified and m.runs / self.finished >= WARM_SHARE
+                    and lp.worth_warming(m.learned, m.verified)]
+
+    def late(self, site: Site) -> None:
+        """A run made `site`'s call while its warm-up was still on its way (the two prefills
+        may overlap)."""
+        with self._lock:
+            model = self.sites.get(site)
+            if model is not None:
+                model.late += 1
+
+    def busy(self, site: Site) -> None:
+        """A warm-up of `site` was not sent: the LLM engine had no spare capacity."""
+        with self._lock:
+            model = self.sites.get(site)
+            if model is not None:
+                model.busy += 1
+
+    def warmed(self, site: Site, tokens: int) -> None:
+        with self._lock:
+            model = self.sites.get(site)
+            if model is not None:
+                model.warmups += 1
+                model.warmed_tokens += tokens
+
+    def cache_report(self, site: Site, warmed: int, cached: int) -> None:
+        """The real request of a site warmed with `warmed` tokens found `cached` in the cache."""
+        with self._lock:
+            model = self.sites.get(site)
+            if model is None:
+                return
+            if cached >= warmed:
+                model.hits += 1
+                model.misses = 0
+                return
+            model.misses += 1
+            if model.misses >= MAX_MISSES and model.stopped is None:
+                model.stopped = f"{MAX_MISSES} warm-ups in a row not found in the prefix cache"
+                log.warning("%s: stopped warming %s: %s", self.name, site, model.stopped)
+
+    def finish(self, called: Counter[Site]) -> None:
+        with self._lock:
+            self.finished += 1
+            for site, times in called.items():
+                model = self.sites.get(site)
+                if model is not None:
+                    model.runs += 1
+                    model.multi = model.multi or times > 1
+
+    def explain(self) -> list[str]:
+        with self._lock:
+            if not self.sites:
+                return [f"learned prefill: nothing learned yet ({self.finished} runs finished)"]
+            lines = [f"learned prefill: {len(self.sites)} LLM call site(s) over {self.finished} finished run(s)"]
+            for site, m in sorted(self.sites.items()):
+                lines.append(f"  {site}: {m.learned.describe()}")
+                lines.append(f"    {_state_of(m)}; {m.warmups} warm-up(s), {m.warmed_tokens} tokens, {m.hits} found cached"
+                             + (f", {m.late} late (the call came first)" if m.late else "")
+                             + (f", {m.busy} skipped (engine busy)" if m.busy else "")
+                             + (f", learned again {m.relearned}x" if m.relearned else ""))
+            if self.failed_warmups:
+                lines.append(f"  warm-ups that failed (no effect on runs): {self.failed_warmups}")
+            return lines
+
+
+def _state_of(model: SiteModel) -> str:
+    if model.stopped:
+        return f"stopped: {model.stopped}"
+    if model.multi:
+        return "not warmed: called more than once per run"
+    if not lp.worth_warming(model.learned, model.verified):
+        return "not warmed: no run value in its verified prefix"
+    return f"warmed through part {model.verified} of {len(model.learned.flat_parts)}"
+
+
+class RunRecorder:
+    """One run's values, calls and warm-ups."""
+
+    def __init__(self, model: ProgramModel, run: WrappedRun, locate: Locate | None) -> None:
+        self.model = model
+        self.run = run
+        self._locate = locate
+        self._values: dict[str, str] = {}
+        self._called: Counter[Site] = Counter()
+        self._ordinals: Counter[tuple[str, str, str]] = Counter()
+        self._visits: dict[str, list[str]] = {}
+        self._warmed_parts: dict[Site, int] = {}
+        self._warmed_tokens: dict[Site, int] = {}
+        self._at_request: dict[Site, int] = {}
+        self._warming: Counter[Site] = Counter()
+        self._futures: set[concurrent.futures.Future[None]] = set()
+        self._arrived: dict[str, float] = {}
+        self._started = time.perf_counter()
+        self._ended = False
+        self._lock = threading.Lock()
+
+    # ---- what the floor reports ----------------------------------------------------------
+
+    def site(self, kind: str) -> Site:
+        """The site of the call the calling code is making now."""
+        where = self._locate() if self._locate is not None else None
+        node, task = where or ("", "")
+        with self._lock:
+            visits = self._visits.setdefault(node, [])
+            if task not in visits:
+                visits.append(task)
+            ordinal = self._ordinals[(node, task, kind)]
+            self._ordinals[(node, task, kind)] += 1
+        return Site(node, visits.index(task), kind, ordinal)
+
+    def add_values(self, values: dict[str, str]) -> None:
+        if not values:
+            return
+        now = time.perf_counter()
+        with self._lock:
+            self._values.update(values)
+            self._arrived.update(dict.fromkeys(values, now))
+        self._warm_ready()
+
+    def llm_request(self, site: Site, prompt: Prompt | None, engine: EngineSpec) -> None:
+        now = time.perf_counter()
+        with self._lock:
+            self._called[site] += 1
+            values, arrived = dict(self._values), dict(self._arrived)
+            late = self._warming[site] > 0
+            if site in self._warmed_tokens:
+                self._at_request[site] = self._warmed_tokens[site]
+        if late:
+            self.model.late(site)
+        if prompt is not None:
+            slots = self.model.observe(site, prompt, engine, values)
+            # how long after its last value came the run made this call
+            self.model.lag(site, now - max((arrived.get(name, self._started) for name in slots), default=self._started))
+
+    def llm_response(self, site: Site, text: str | None, cached_tokens: int | None) -> None:
+        with self._lock:
+            warmed = self._at_request.pop(site, None)
+        if warmed and cached_tokens is not None:
+            self.model.cache_report(site, warmed, cached_tokens)
+        if text:
+            self.add_values({site.source(): text})
+
+    def results(self, site: Site, texts: list[str], made: Any = None) -> None:
+        """A search's passages (`texts`), and what the component `made` of them: documents a
+        prompt may show as they print (`str` of a list of LangChain documents writes each one's
+        `repr`, as prompts built from state often do)."""
+        values = {site.source(i): text for i, text in enumerate(texts) if text}
+        values.update({f"{site.source(i)}.repr": repr(doc) for i, doc in enumerate(_documents(made))})
+        self.add_values(values)
+
+    def end(self) -> None:
+        """The run is over: warm-ups still in flight are cancelled; the model counts its calls."""
+        with self._lock:
+            if self._ended:
+                return
+            self._ended = True
+            futures, self._futures = self._futures, set()
+            called = Counter(self._called)
+        for future in futures:
+            future.cancel()
+        self.model.finish(called)
+
+    # ---- warming -------------------------------------------------------------------------
+
+    def _warm_ready(self) -> None:
+        if not enabled():
+            return
+        launches = []
+        with self._lock:
+            if self._ended:
+                return
+            for site, model in self.model.targets():
+                if site in self._called:
+                    continue
+                if not lp.waiting(model.learned, self._values) and model.lag_s < MIN_LAG_S:
+                    continue  # everything is known and the call usually follows at once: a warm-up would race it
+                parts = lp.ready(model.learned, model.warmable(), self._values)
+                if parts > self._warmed_parts.get(site, 0) and lp.worth_warming(model.learned, parts):
+                    self._warmed_parts[site] = parts
+                    launches.append((site, model, parts, dict(self._values)))
+        for site, model, parts, values in launches:
+            self._launch(site, model.learned, model.engine, parts, values)
+
+    def _launch(self, site: Site, learned: LearnedPrompt, engine: EngineSpec, parts: int, values: dict[str, str]) -> None:
+        from accel.adapters.common.floor.route import session_of
+
+        session = session_of(self.run)
+        priority = programs.priority(self.run)
+        with self._lock:
+            self._warming[site] += 1
+        future = asyncio.run_coroutine_threadsafe(self._warm(session, site, learned, engine, parts, values, priority), session.loop)
+        with self._lock:
+            if self._ended:
+                future.cancel()
+                return
+            self._futures.add(future)
+        future.add_done_callback(self._done)
+
+    async def _warm(self, session: Any, site: Site, learned: LearnedPrompt, engine_spec: EngineSpec, parts: int,
+                    values: dict[str, str], priority: int) -> None:
+        try:
+            await self._send_warm_up(session, site, learned, engine_spec, parts, values, priority)
+        finally:
+            with self._lock:
+                self._warming[site] -= 1
+
+    async def _send_warm_up(self, session: Any, site: Site, learned: LearnedPrompt, engine_spec: EngineSpec,
+                            parts: int, values: dict[str, str], priority: int) -> None:
+        from accel.session import EngineTask
+
+        name = engine_spec.bind(session)
+        scheduler = await session.scheduler(name)
+        if scheduler.load >= session.measured.llm_spare:
+            # speculative work only where the engine has room: with a full batch, a warm-up's
+            # prefill takes time from the requests running now and gains nothing overall
+            self.model.busy(site)
+            return
+        engine = session.get_engine(name)
+        op = WarmupOp(prefix=learned.flat_parts[:parts], tokenize=engine.tokenize, block_size=lambda: engine.block_size,
+                      messages=learned.messages, render_chat=engine.render_chat)
+        requests = await op.requests(values)
+        if not requests:
+            return
+        task = EngineTask(query_id=f"program{self.run.program}", node=f"warm:{site}", depth=0, requests=requests,
+                          priority=priority)
+        tokens = op.output(values, await scheduler.submit(task))
+        with self._lock:
+            self._warmed_tokens[site] = max(tokens, self._warmed_tokens.get(site, 0))
+        self.model.warmed(site, tokens)
+
+    def _done(self, future: concurrent.futures.Future[None]) -> None:
+        with self._lock:
+            self._futures.discard(future)
+        if future.cancelled():
+            return
+        err = future.exception()
+        if err is not None:
+            with self.model._lock:
+                self.model.failed_warmups += 1
+            level = logging.DEBUG if isinstance(err, EngineError) else logging.WARNING
+            log.log(level, "%s: a warm-up failed (the run is not affected): %r", self.model.name, err)
+
+
+# ---- reading values and prompts ------------------------------------------------------------
+
+
+def input_values(value: Any, name: str = "input") -> dict[str, str]:
+    """The text leaves of a run's input (strings, message and document texts in dicts, lists
+    and tuples), named by their path; at most `MAX_INPUT_VALUES`."""
+    out: dict[str, str] = {}
+
+    def walk(item: Any, path: str, depth: int) -> None:
+        if len(out) >= MAX_INPUT_VALUES or depth > 5:
+            return
+        if isinstance(item, str):
+            if len(item) >= lp.MIN_VALUE_CHARS:
+                out[path] = item
+            return
+        if isinstance(item, dict):
+            for key, sub in item.items():
+                walk(sub, f"{path}.{key}", depth + 1)
+            return
+        if isinstance(item, (list, tuple)):
+            for i, sub in enumerate(item):
+                walk(sub, f"{path}[{i}]", depth + 1)
+            return
+        for attr in ("content", "page_content", "text"):
+            text = getattr(item, attr, None)
+            if isinstance(text, str):
+                walk(text, f"{path}.{attr}", depth + 1)
+                return
+
+    walk(value, name, 0)
+    return out
+
+
+def _documents(made: Any) -> list[Any]:
+    """Objects with a `page_content` in a component's return value (a list of documents, or of
+    (document, score) pairs)."""
+    items = made if isinstance(made, list) else []
+    found = []
+    for item in items:
+        doc = item[0] if isinstance(item, tuple) and item else item
+        if isinstance(getattr(doc, "page_content", None), str):
+            found.append(doc)
+    return found
+
+
+def request_prompt(body: bytes) -> Prompt | None:
+    """The prompt of an OpenAI generation request body, where it is plain text or plain chat
+    messages the server renders with its own template and nothing else; None otherwise."""
+    try:
+        payload = json.loads(body) if body else None
+    except ValueError:
+        return None
+    if not isinstance(payload, dict):
+        return None
+    if "messages" in payload:
+        messages = payload["messages"]
+        if TEMPLATE_FIELDS & payload.keys() or not isinstance(messages, list) or not messages:
+            return None
+        out = []
+        for message in messages:
+            if not isinstance(message, dict) or not isinstance(message.get("content"), str) or set(message) - {"role", "content"}:
+                return None
+            out.append({"role": str(message.get("role")), "content": message["content"]})
+        return out
+    prompt = payload.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1:
+        prompt = prompt[0]
+    return prompt if isinstance(prompt, str) else None
+
+
+def response_text(content: bytes) -> tuple[str | None, int | None]:
+    """(generated text, cached prompt tokens) of a whole OpenAI response body."""
+    try:
+        payload = json.loads(content)
+    except ValueError:
+        return None, None
+    if not isinstance(payload, dict):
+        return None, None
+    choices = payload.get("choices") or []
+    text = None
+    if len(choices) == 1 and isinstance(choices[0], dict):
+        choice = choices[0]
+        message = choice.get("message")
+        text = message.get("content") if isinstance(message, dict) else choice.get("text")
+    return (text if isinstance(text, str) else None), _cached(payload)
+
+
+def stream_text(data: bytes) -> tuple[str | None, int | None]:
+    """(generated text, cached prompt tokens) of a whole server-sent-events response body."""
+    pieces: list[str] = []
+    cached = None
+    for line in data.decode(errors="replace").splitlines():
+        if not line.startswith("data:") or line[5:].strip() == "[DONE]":
+            continue
+        try:
+            event = json.loads(line[5:])
+        except ValueError:
+            return None, None
+        for choice in event.get("choices") or []:
+            if choice.get("index", 0) != 0:
+                return None, None
+            delta = choice.get("delta")
+            piece = delta.get("content") if isinstance(delta, dict) else choice.get("text")
+            if isinstance(piece, str):
+                pieces.append(piece)
+        cached = _cached(event) if event.get("usage") else cached
+    return "".join(pieces), cached
+
+
+def _cached(payload: dict[str, Any]) -> int | None:
+    details = (payload.get("usage") or {}).get("prompt_tokens_details") or {}
+    cached = details.get("cached_tokens")
+    return cached if isinstance(cached, int) else None
+
+
+def model_for(name: str, disabled_passes: tuple[str, ...] = ()) -> ProgramModel | None:
+    """A program model for a wrapped app, or None where its options switch the pass off."""
+    return None if lp.NAME in disabled_passes else ProgramModel(name)
+
+
+# ---- the LLM plug-in's side ------------------------------------------------------------------
+
+
+def on_request(run: WrappedRun, engine: EngineSpec, body: bytes) -> Site | None:
+    """An LLM request the floor is about to send for `run`: its site, or None where the run
+    does not learn."""
+    recorder = run.recorder
+    if recorder is None:
+        return None
+    site = recorder.site("llm")
+    recorder.llm_request(site, request_prompt(body), engine)
+    return site
+
+
+def on_response(run: WrappedRun, site: Site | None, status: int, content: bytes) -> None:
+    if site is not None and status == 200:
+        run.recorder.llm_response(site, *response_text(content))
+
+
+def recorded_stream(run: WrappedRun, site: Site | None, chunks: Iterator[Any]) -> Iterator[Any]:
+    """`chunks` (APIChunks) passed through; the whole body, once read, is what the call produced."""
+    if site is None:
+        return chunks
+    return _recorded(run, site, chunks)
+
+
+def _recorded(run: WrappedRun, site: Site, chunks: Iterator[Any]) -> Iterator[Any]:
+    data: list[bytes] = []
+    status = 0
+    try:
+        for chunk in chunks:
+            status = chunk.head.status if chunk.head is not None else status
+            data.append(chunk.data)
+            yield chunk
+    finally:
+        close = getattr(chunks, "close", None)
+        if close is not None:
+            close()
+    if status == 200:
+        run.recorder.llm_response(site, *stream_text(b"".join(data)))
+
+
+def arecorded_stream(run: WrappedRun, site: Site | None, chunks: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    if site is None:
+        return chunks
+    return _arecorded(run, site, chunks)
+
+
+async def _arecorded(run: WrappedRun, site: Site, chunks: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    data: list[bytes] = []
+    status = 0
+    try:
+        async for chunk in chunks:
+            status = chunk.head.status if chunk.head is not None else status
+            data.append(chunk.data)
+            yield chunk
+    finally:
+        aclose = getattr(chunks, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    if status == 200:
+        run.recorder.llm_response(site, *stream_text(b"".join(data)))

@@ -1,0 +1,113 @@
+"""Learned prefill on a LangGraph docs app (the Self-RAG tutorial), stock vs `accel.wrap` on
+the real engines: after the first run, the prompts of the later grading calls, the generation
+and the hallucination grader (documents the run retrieved, quoted as they print) are warmed
+in vLLM's prefix cache before the graph sends them; the requests the graph sends and its
+answers stay stock's, and the real requests find the warmed tokens cached."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+import pytest
+
+pytest.importorskip("langgraph")
+
+import accel  # noqa: E402
+from accel.adapters.common.floor import learned  # noqa: E402
+
+from .apps import lc_rag_tutorial, lg_self_rag  # noqa: E402
+from .fidelity import assert_same_requests, record  # noqa: E402
+from .test_langgraph_docs import plain, sqlalchemy_url  # noqa: E402
+
+pytestmark = [pytest.mark.engines, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def store(pydoc_files, pg_dsn, minilm_path):
+    return lc_rag_tutorial.index(pydoc_files, sqlalchemy_url(pg_dsn), f"lp_{uuid.uuid4().hex[:8]}", minilm_path)
+
+
+@pytest.fixture(scope="module")
+def chat(base_url, model_name):
+    return lc_rag_tutorial.chat_model(base_url, model_name, max_tokens=8)
+
+
+def warmed_sites(explained: str) -> dict[str, dict[str, int]]:
+    """site -> its warm-up counters, read from explain()."""
+    found = {}
+    for site, line in re.findall(r"  (llm:\S+): .*\n    (.*)", explained):
+        counts = {"sent": r"(\d+) warm-up", "cached": r"(\d+) found cached", "late": r"(\d+) late"}
+        found[site] = {k: int(m.group(1)) if (m := re.search(p, line)) else 0 for k, p in counts.items()}
+    return found
+
+
+def test_self_rag_prompts_are_warmed_before_the_graph_sends_them(store, chat, llm_proxy, questions) -> None:
+    graph = lg_self_rag.build(store, chat)
+    fast = accel.wrap(graph)
+    inputs = [{"question": q} for q in questions]
+    stock = record(lambda: [graph.invoke(x) for x in inputs], llm_proxy)
+    ours = record(lambda: [fast.invoke(x) for x in inputs], llm_proxy)
+    assert plain(ours.outputs) == plain(stock.outputs)
+    assert_same_requests(stock, ours)  # warm-ups are counted apart, never in place of a request
+    assert stock.warmups == 0 and ours.warmups > 0
+
+    explained = fast.explain()
+    sites = warmed_sites(explained)
+    # the first grading call follows the retrieval at once: never warmed; the later ones wait
+    # behind it, and the generation and the hallucination grader behind all of them
+    assert sites["llm:grade_documents/0#0"]["sent"] == 0, explained
+    for site in ("llm:grade_documents/0#1", "llm:generate/0#0", "llm:generate/0#1"):
+        assert sites[site]["sent"] >= len(questions) - 1, (site, explained)
+    # a warm-up that arrived before its call was found in the prefix cache (cached_tokens)
+    for site in ("llm:generate/0#0", "llm:generate/0#1"):
+        assert sites[site]["cached"] + sites[site]["late"] == sites[site]["sent"] and sites[site]["cached"], explained
+    assert "vectordb:retrieve/0#0[0].repr" in explained  # the documents as the prompt prints them
+
+
+def test_switched_off_by_name_it_sends_no_warm_up(store, chat, llm_proxy, questions) -> None:
+    graph = lg_self_rag.build(store, chat)
+    fast = accel.wrap(graph, disabled_passes=["learned_prefill"])
+    ours = record(lambda: [fast.invoke({"question": q}) for q in questions], llm_proxy)
+    assert ours.warmups == 0
+    assert "learned prefill: off" in fast.explain()
+
+
+def test_a_prompt_that_changes_every_run_is_never_warmed(store, chat, llm_proxy, questions) -> None:
+    """A node whose prompt quotes the retrieved passages after text that differs in every run
+    (here a run counter) is learned again each run and nothing of it is warmed."""
+    from langgraph.graph import START, StateGraph
+
+    from .apps.lg_rag_part1 import State
+
+    counter = iter(range(1000))
+
+    def retrieve(state: State):
+        return {"context": store.similarity_search(state["question"], k=2)}
+
+    def grade(state: State):
+        chat.invoke(f"Is this relevant to {state['question']}? Answer yes or no.")
+        return {}
+
+    def generate(state: State):
+        docs = "\n\n".join(d.page_content for d in state["context"])
+        return {"answer": chat.invoke(f"Run {next(counter)} of the assistant.\n{docs}\nQuestion: {state['question']}").content}
+
+    builder = StateGraph(State).add_sequence([retrieve, grade, generate])
+    builder.add_edge(START, "retrieve")
+    fast = accel.wrap(builder.compile())
+    ours = record(lambda: [fast.invoke({"question": q}) for q in questions], llm_proxy)
+    assert ours.warmups == 0
+    assert "not warmed: no run value in its verified prefix" in fast.explain()
+
+
+def test_learning_can_be_switched_off_for_the_process(store, chat, llm_proxy, questions) -> None:
+    graph = lg_self_rag.build(store, chat)
+    fast = accel.wrap(graph)
+    learned.set_enabled(False)
+    try:
+        ours = record(lambda: [fast.invoke({"question": q}) for q in questions], llm_proxy)
+    finally:
+        learned.set_enabled(True)
+    assert ours.warmups == 0
+    assert f"LLM call site(s) over {len(questions)} finished run(s)" in fast.explain()  # still learned
