@@ -98,6 +98,11 @@ EXAMPLES: dict[str, ExampleSpec] = {
         "LangGraph: retrieval beside a planner, two experts side by side, a writer (4 LLM calls)",
         llm_levels=plan_fan_out_fan_in, embed_batch=1,
     ),
+    "self-rag": ExampleSpec(
+        "self-rag", {"langchain": "accel.examples.langgraph.self_rag"},
+        "LangGraph's Self-RAG tutorial: retrieve 4, grade each in turn, generate, grade the answer twice (7 LLM calls)",
+        llm_levels=sequential, embed_batch=1,
+    ),
     "multi-agent": ExampleSpec(
         "multi-agent", {"langchain": "accel.examples.langchain.multi_agent"},
         "Halo: planner, three expert agents side by side, aggregator", llm_levels=plan_fan_out_fan_in,

@@ -210,11 +210,12 @@ async def _aconversation(app: Any, question: str) -> str:
 
 def _text(result: Any) -> str:
     """The answer as text: a string, a message's content, a LlamaIndex Response, or a graph's
-    `{"answer": ...}` state."""
+    `{"answer": ...}` (or, as LangGraph's RAG tutorials name it, `{"generation": ...}`) state."""
     if isinstance(result, str):
         return result
-    if isinstance(result, dict) and isinstance(result.get("answer"), str):
-        return result["answer"]
+    for key in ("answer", "generation"):
+        if isinstance(result, dict) and isinstance(result.get(key), str):
+            return result[key]
     for attr in ("response", "content"):
         value = getattr(result, attr, None)
         if isinstance(value, str):

@@ -27,7 +27,7 @@ class Program:
 
     def run(self, question: str, doc: str, *, node: str = "n", answer_prefix: str = "Context:\n") -> learned.RunRecorder:
         recorder = self.model.start(WrappedRun(app="fake"), lambda: (node, f"{node}:task"), {"question": question})
-        recorder._launch = lambda site, learned_prompt, engine, parts, values: self.sent.append((str(site), parts))
+        recorder._launch = lambda warms, values: self.sent.extend((str(w.site), w.parts) for w in warms)
         search = recorder.site("vectordb")
         recorder.results(search, [doc])
         grade = recorder.site("llm")

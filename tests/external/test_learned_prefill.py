@@ -1,7 +1,7 @@
 """Learned prefill on a LangGraph docs app (the Self-RAG tutorial), stock vs `accel.wrap` on
-the real engines: after the first run, the prompts of the later grading calls, the generation
-and the hallucination grader (documents the run retrieved, quoted as they print) are warmed
-in vLLM's prefix cache before the graph sends them; the requests the graph sends and its
+the real engines: after the first run, the prompts of the generation and the hallucination
+grader (documents the run retrieved, quoted as they print) are warmed in vLLM's prefix cache
+while the graph is still grading documents; the requests the graph sends and its
 answers stay stock's, and the real requests find the warmed tokens cached."""
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ def warmed_sites(explained: str) -> dict[str, dict[str, int]]:
     """site -> its warm-up counters, read from explain()."""
     found = {}
     for site, line in re.findall(r"  (llm:\S+): .*\n    (.*)", explained):
-        counts = {"sent": r"(\d+) warm-up", "cached": r"(\d+) found cached", "late": r"(\d+) late"}
+        counts = {"sent": r"(\d+) warm-up", "cached": r"(\d+) found cached", "late": r"(\d+) late",
+                  "busy": r"(\d+) skipped"}
         found[site] = {k: int(m.group(1)) if (m := re.search(p, line)) else 0 for k, p in counts.items()}
     return found
 
@@ -56,11 +57,13 @@ def test_self_rag_prompts_are_warmed_before_the_graph_sends_them(store, chat, ll
     sites = warmed_sites(explained)
     # the first grading call follows the retrieval at once: never warmed; the later ones wait
     # behind it, and the generation and the hallucination grader behind all of them
+    # (whether the later grading calls' warm-ups come in time depends on how fast the first
+    # grade decodes, so only the calls behind all of them are counted on)
     assert sites["llm:grade_documents/0#0"]["sent"] == 0, explained
-    for site in ("llm:grade_documents/0#1", "llm:generate/0#0", "llm:generate/0#1"):
-        assert sites[site]["sent"] >= len(questions) - 1, (site, explained)
-    # a warm-up that arrived before its call was found in the prefix cache (cached_tokens)
     for site in ("llm:generate/0#0", "llm:generate/0#1"):
+        # each later run sent it, or left it out when the engine had no spare capacity then
+        assert sites[site]["sent"] + sites[site]["busy"] >= len(questions) - 1, (site, explained)
+        # a warm-up that arrived before its call was found in the prefix cache (cached_tokens)
         assert sites[site]["cached"] + sites[site]["late"] == sites[site]["sent"] and sites[site]["cached"], explained
     assert "vectordb:retrieve/0#0[0].repr" in explained  # the documents as the prompt prints them
 

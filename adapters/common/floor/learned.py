@@ -16,9 +16,10 @@ rest is learned again from that run); only while a later value of its prompt is 
 or when the call usually comes well after its last value (a loop's later rounds, a node behind
 other LLM calls), since otherwise the warm-up would race the call; and only while the real
 requests find the warmed tokens cached (`cached_tokens`; `MAX_MISSES` in a row stop the site).
-A warm-up is speculative work: it is sent only while the LLM engine has spare capacity (fewer
-requests in flight than the measured `accel.profiles` figure), since on a full engine its
-prefill would only take time from the requests running.
+A warm-up is speculative work: the warm-ups one arrival of values makes ready are sent only
+while the LLM engine has spare capacity (fewer requests in flight than the measured
+`accel.profiles` figure), since on a full engine their prefill would only take time from the
+requests running.
 Warm-ups are tasks of the run: `end()` cancels those still in flight. `ACCEL_LEARNED_PREFILL=0`
 (or `set_enabled(False)`, or the pass name in `disabled_passes`) switches it off.
 """
@@ -225,6 +226,16 @@ class ProgramModel:
             return lines
 
 
+@dataclass(frozen=True)
+class Warm:
+    """One warm-up to send: a site's first `parts` prompt parts."""
+
+    site: Site
+    learned: LearnedPrompt
+    engine: EngineSpec
+    parts: int
+
+
 def _state_of(model: SiteModel) -> str:
     if model.stopped:
         return f"stopped: {model.stopped}"
@@ -339,18 +350,20 @@ class RunRecorder:
                 parts = lp.ready(model.learned, model.warmable(), self._values)
                 if parts > self._warmed_parts.get(site, 0) and lp.worth_warming(model.learned, parts):
                     self._warmed_parts[site] = parts
-                    launches.append((site, model, parts, dict(self._values)))
-        for site, model, parts, values in launches:
-            self._launch(site, model.learned, model.engine, parts, values)
+                    launches.append(Warm(site, model.learned, model.engine, parts))
+            values = dict(self._values)
+        if launches:
+            self._launch(launches, values)
 
-    def _launch(self, site: Site, learned: LearnedPrompt, engine: EngineSpec, parts: int, values: dict[str, str]) -> None:
+    def _launch(self, warms: list[Warm], values: dict[str, str]) -> None:
+        """One task of the run sends `warms` (the prefixes one arrival of values made ready)."""
         from accel.adapters.common.floor.route import session_of
 
         session = session_of(self.run)
         priority = programs.priority(self.run)
         with self._lock:
-            self._warming[site] += 1
-        future = asyncio.run_coroutine_threadsafe(self._warm(session, site, learned, engine, parts, values, priority), session.loop)
+            self._warming.update(w.site for w in warms)
+        future = asyncio.run_coroutine_threadsafe(self._warm_all(session, warms, values, priority), session.loop)
         with self._lock:
             if self._ended:
                 future.cancel()
@@ -358,37 +371,40 @@ class RunRecorder:
             self._futures.add(future)
         future.add_done_callback(self._done)
 
-    async def _warm(self, session: Any, site: Site, learned: LearnedPrompt, engine_spec: EngineSpec, parts: int,
-                    values: dict[str, str], priority: int) -> None:
+    async def _warm_all(self, session: Any, warms: list[Warm], values: dict[str, str], priority: int) -> None:
         try:
-            await self._send_warm_up(session, site, learned, engine_spec, parts, values, priority)
+            scheduler = await session.scheduler(warms[0].engine.bind(session))
+            if scheduler.load >= session.measured.llm_spare:
+                # speculative work only where the engine has room: with a full batch, a warm-up's
+                # prefill takes time from the requests running now and gains nothing overall
+                for warm in warms:
+                    self.model.busy(warm.site)
+                return
+            await asyncio.gather(*(self._warm_one(session, warm, values, priority) for warm in warms))
         finally:
             with self._lock:
-                self._warming[site] -= 1
+                self._warming.subtract(w.site for w in warms)
 
-    async def _send_warm_up(self, session: Any, site: Site, learned: LearnedPrompt, engine_spec: EngineSpec,
-                            parts: int, values: dict[str, str], priority: int) -> None:
+    async def _warm_one(self, session: Any, warm: Warm, values: dict[str, str], priority: int) -> None:
         from accel.session import EngineTask
 
-        name = engine_spec.bind(session)
+        with self._lock:
+            if warm.site in self._called:
+                return  # the call came first
+        name = warm.engine.bind(session)
         scheduler = await session.scheduler(name)
-        if scheduler.load >= session.measured.llm_spare:
-            # speculative work only where the engine has room: with a full batch, a warm-up's
-            # prefill takes time from the requests running now and gains nothing overall
-            self.model.busy(site)
-            return
         engine = session.get_engine(name)
-        op = WarmupOp(prefix=learned.flat_parts[:parts], tokenize=engine.tokenize, block_size=lambda: engine.block_size,
-                      messages=learned.messages, render_chat=engine.render_chat)
+        op = WarmupOp(prefix=warm.learned.flat_parts[:warm.parts], tokenize=engine.tokenize,
+                      block_size=lambda: engine.block_size, messages=warm.learned.messages, render_chat=engine.render_chat)
         requests = await op.requests(values)
         if not requests:
             return
-        task = EngineTask(query_id=f"program{self.run.program}", node=f"warm:{site}", depth=0, requests=requests,
+        task = EngineTask(query_id=f"program{self.run.program}", node=f"warm:{warm.site}", depth=0, requests=requests,
                           priority=priority)
         tokens = op.output(values, await scheduler.submit(task))
         with self._lock:
-            self._warmed_tokens[site] = max(tokens, self._warmed_tokens.get(site, 0))
-        self.model.warmed(site, tokens)
+            self._warmed_tokens[warm.site] = max(tokens, self._warmed_tokens.get(warm.site, 0))
+        self.model.warmed(warm.site, tokens)
 
     def _done(self, future: concurrent.futures.Future[None]) -> None:
         with self._lock:

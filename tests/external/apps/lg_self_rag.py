@@ -16,113 +16,15 @@ generation for hallucinations and usefulness; a graph with conditional edges and
                                    {"not supported": "generate", "useful": END, "not useful": "transform_query"})
     app = workflow.compile()
 
-Node functions, prompts and the state are as written (the generation prompt is `hub.pull(
-"rlm/rag-prompt")` given the list of documents itself, as the tutorial does). Changes: the
-documents, store, embeddings and model are those of `lc_rag_tutorial`; the three graders are
+The graph is the example app's (`accel.examples.langgraph.self_rag`, which says what it
+changes): node functions, prompts and state as written. Here the documents, store, embeddings
+and model are those of `lc_rag_tutorial`. In the example, the three graders are
 `prompt | llm | StrOutputParser()` read as "no" when the text starts with "no", instead of
 `llm.with_structured_output(Grade...)` (guided JSON never closes on the random offline model,
 and with its text an exact "yes" would never come, so every run would loop to the recursion
 limit: reading anything but "no" as "yes" keeps the tutorial's flow and ends it).
 """
 
-from __future__ import annotations
+from accel.examples.langgraph.self_rag import build
 
-from typing import TypedDict
-
-from langchain_core.output_parsers import StrOutputParser
-from langchain_core.prompts import ChatPromptTemplate
-from langgraph.graph import END, START, StateGraph
-
-from .lc_rag_tutorial import hub_rag_prompt
-
-GRADE_SYSTEM = """You are a grader assessing relevance of a retrieved document to a user question. \n 
-    It does not need to be a stringent test. The goal is to filter out erroneous retrievals. \n
-    If the document contains keyword(s) or semantic meaning related to the user question, grade it as relevant. \n
-    Give a binary score 'yes' or 'no' score to indicate whether the document is relevant to the question."""
-HALLUCINATION_SYSTEM = """You are a grader assessing whether an LLM generation is grounded in / supported by a set of retrieved facts. \n 
-     Give a binary score 'yes' or 'no'. 'Yes' means that the answer is grounded in / supported by the set of facts."""
-ANSWER_SYSTEM = """You are a grader assessing whether an answer addresses / resolves a question \n 
-     Give a binary score 'yes' or 'no'. Yes' means that the answer resolves the question."""
-REWRITE_SYSTEM = """You a question re-writer that converts an input question to a better version that is optimized \n 
-     for vectorstore retrieval. Look at the input and formulate an improved question."""
-
-
-class GraphState(TypedDict):
-    question: str
-    generation: str
-    documents: list
-
-
-def binary_score(text: str) -> str:
-    return "no" if text.strip().lower().startswith("no") else "yes"
-
-
-def build(vectorstore, llm):
-    retriever = vectorstore.as_retriever()
-    grade_prompt = ChatPromptTemplate.from_messages(
-        [("system", GRADE_SYSTEM), ("human", "Retrieved document: \n\n {document} \n\n User question: {question}")])
-    retrieval_grader = grade_prompt | llm | StrOutputParser()
-    rag_chain = hub_rag_prompt() | llm | StrOutputParser()
-    hallucination_prompt = ChatPromptTemplate.from_messages(
-        [("system", HALLUCINATION_SYSTEM), ("human", "Set of facts: \n\n {documents} \n\n LLM generation: {generation}")])
-    hallucination_grader = hallucination_prompt | llm | StrOutputParser()
-    answer_prompt = ChatPromptTemplate.from_messages(
-        [("system", ANSWER_SYSTEM), ("human", "User question: \n\n {question} \n\n LLM generation: {generation}")])
-    answer_grader = answer_prompt | llm | StrOutputParser()
-    re_write_prompt = ChatPromptTemplate.from_messages(
-        [("system", REWRITE_SYSTEM), ("human", "Here is the initial question: \n\n {question} \n Formulate an improved question.")])
-    question_rewriter = re_write_prompt | llm | StrOutputParser()
-
-    def retrieve(state):
-        question = state["question"]
-        documents = retriever.invoke(question)
-        return {"documents": documents, "question": question}
-
-    def generate(state):
-        question = state["question"]
-        documents = state["documents"]
-        generation = rag_chain.invoke({"context": documents, "question": question})
-        return {"documents": documents, "question": question, "generation": generation}
-
-    def grade_documents(state):
-        question = state["question"]
-        documents = state["documents"]
-        filtered_docs = []
-        for d in documents:
-            grade = binary_score(retrieval_grader.invoke({"question": question, "document": d.page_content}))
-            if grade == "yes":
-                filtered_docs.append(d)
-        return {"documents": filtered_docs, "question": question}
-
-    def transform_query(state):
-        question = state["question"]
-        documents = state["documents"]
-        better_question = question_rewriter.invoke({"question": question})
-        return {"documents": documents, "question": better_question}
-
-    def decide_to_generate(state):
-        return "transform_query" if not state["documents"] else "generate"
-
-    def grade_generation_v_documents_and_question(state):
-        question = state["question"]
-        documents = state["documents"]
-        generation = state["generation"]
-        grade = binary_score(hallucination_grader.invoke({"documents": documents, "generation": generation}))
-        if grade == "yes":
-            grade = binary_score(answer_grader.invoke({"question": question, "generation": generation}))
-            return "useful" if grade == "yes" else "not useful"
-        return "not supported"
-
-    workflow = StateGraph(GraphState)
-    workflow.add_node("retrieve", retrieve)
-    workflow.add_node("grade_documents", grade_documents)
-    workflow.add_node("generate", generate)
-    workflow.add_node("transform_query", transform_query)
-    workflow.add_edge(START, "retrieve")
-    workflow.add_edge("retrieve", "grade_documents")
-    workflow.add_conditional_edges("grade_documents", decide_to_generate,
-                                   {"transform_query": "transform_query", "generate": "generate"})
-    workflow.add_edge("transform_query", "retrieve")
-    workflow.add_conditional_edges("generate", grade_generation_v_documents_and_question,
-                                   {"not supported": "generate", "useful": END, "not useful": "transform_query"})
-    return workflow.compile()
+__all__ = ["build"]
