@@ -7,7 +7,6 @@ answers stay stock's, and the real requests find the warmed tokens cached."""
 from __future__ import annotations
 
 import re
-import uuid
 
 import pytest
 
@@ -16,21 +15,11 @@ pytest.importorskip("langgraph")
 import accel  # noqa: E402
 from accel.adapters.common.floor import learned  # noqa: E402
 
-from .apps import lc_rag_tutorial, lg_self_rag  # noqa: E402
+from .apps import lg_self_rag  # noqa: E402
 from .fidelity import assert_same_requests, record  # noqa: E402
-from .test_langgraph_docs import plain, sqlalchemy_url  # noqa: E402
+from .test_langgraph_docs import chat, plain, store  # noqa: E402,F401 (module fixtures)
 
 pytestmark = [pytest.mark.engines, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def store(pydoc_files, pg_dsn, minilm_path):
-    return lc_rag_tutorial.index(pydoc_files, sqlalchemy_url(pg_dsn), f"lp_{uuid.uuid4().hex[:8]}", minilm_path)
-
-
-@pytest.fixture(scope="module")
-def chat(base_url, model_name):
-    return lc_rag_tutorial.chat_model(base_url, model_name, max_tokens=8)
 
 
 def warmed_sites(explained: str) -> dict[str, dict[str, int]]:

@@ -1,20 +1,6 @@
 """LangGraph tutorial "Self-RAG" (https://langchain-ai.github.io/langgraph/tutorials/rag/langgraph_self_rag/):
 retrieve, grade each document for relevance, generate from the kept ones, then grade the
-generation for hallucinations and usefulness; a graph with conditional edges and loops:
-
-    workflow = StateGraph(GraphState)
-    workflow.add_node("retrieve", retrieve)
-    workflow.add_node("grade_documents", grade_documents)
-    workflow.add_node("generate", generate)
-    workflow.add_node("transform_query", transform_query)
-    workflow.add_edge(START, "retrieve")
-    workflow.add_edge("retrieve", "grade_documents")
-    workflow.add_conditional_edges("grade_documents", decide_to_generate,
-                                   {"transform_query": "transform_query", "generate": "generate"})
-    workflow.add_edge("transform_query", "retrieve")
-    workflow.add_conditional_edges("generate", grade_generation_v_documents_and_question,
-                                   {"not supported": "generate", "useful": END, "not useful": "transform_query"})
-    app = workflow.compile()
+generation for hallucinations and usefulness; a graph with conditional edges and loops.
 
 The graph is the example app's (`accel.examples.langgraph.self_rag`, which says what it
 changes): node functions, prompts and state as written. Here the documents, store, embeddings
