@@ -66,6 +66,9 @@ TEMPLATE_FIELDS = frozenset({
 Locate = Callable[[], "tuple[str, str] | None"]
 """The (node, task key) of the code calling now, or None where the program has no nodes."""
 
+_warming_groups: Counter[str] = Counter()
+"""Warm-up groups being sent, per LLM engine (touched on the session loop only)."""
+
 _state = {"enabled": os.environ.get("ACCEL_LEARNED_PREFILL", "1").strip().lower() not in ("0", "false", "off", "no")}
 
 
@@ -373,14 +376,19 @@ class RunRecorder:
 
     async def _warm_all(self, session: Any, warms: list[Warm], values: dict[str, str], priority: int) -> None:
         try:
-            scheduler = await session.scheduler(warms[0].engine.bind(session))
-            if scheduler.load >= session.measured.llm_spare:
+            name = warms[0].engine.bind(session)
+            scheduler = await session.scheduler(name)
+            if scheduler.load + _warming_groups[name] >= session.measured.llm_spare:
                 # speculative work only where the engine has room: with a full batch, a warm-up's
                 # prefill takes time from the requests running now and gains nothing overall
                 for warm in warms:
                     self.model.busy(warm.site)
                 return
-            await asyncio.gather(*(self._warm_one(session, warm, values, priority) for warm in warms))
+            _warming_groups[name] += 1  # counts as load from the check on (its tokenizing comes first)
+            try:
+                await asyncio.gather(*(self._warm_one(session, warm, values, priority) for warm in warms))
+            finally:
+                _warming_groups[name] -= 1
         finally:
             with self._lock:
                 self._warming.subtract(w.site for w in warms)
