@@ -9,7 +9,7 @@ import json
 import pytest
 
 from accel.adapters.common.bindings import EngineSpec
-from accel.adapters.common.floor import learned
+from accel.adapters.common.floor import learned, values
 from accel.scope import WrappedRun
 
 ENGINE = EngineSpec("llm", ("http://fake/v1", "m"), lambda: None)
@@ -105,20 +105,20 @@ def test_sites_tell_visits_of_a_node_apart():
 
 def test_request_prompts_and_response_texts_are_read_as_the_server_sees_them():
     chat = {"model": "m", "messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}], "max_tokens": 8}
-    assert learned.request_prompt(json.dumps(chat).encode()) == chat["messages"]
-    assert learned.request_prompt(json.dumps({**chat, "tools": []}).encode()) is None  # the template renders tools
-    assert learned.request_prompt(json.dumps({"model": "m", "prompt": ["P"]}).encode()) == "P"
-    assert learned.request_prompt(json.dumps({"model": "m", "prompt": [1, 2]}).encode()) is None
+    assert values.request_prompt(json.dumps(chat).encode()) == chat["messages"]
+    assert values.request_prompt(json.dumps({**chat, "tools": []}).encode()) is None  # the template renders tools
+    assert values.request_prompt(json.dumps({"model": "m", "prompt": ["P"]}).encode()) == "P"
+    assert values.request_prompt(json.dumps({"model": "m", "prompt": [1, 2]}).encode()) is None
     body = {"choices": [{"message": {"content": "hi"}}], "usage": {"prompt_tokens_details": {"cached_tokens": 128}}}
-    assert learned.response_text(json.dumps(body).encode()) == ("hi", 128)
+    assert values.response_text(json.dumps(body).encode()) == ("hi", 128)
     events = b'data: {"choices":[{"index":0,"delta":{"content":"h"}}]}\n\ndata: {"choices":[{"index":0,"delta":{"content":"i"}}]}\n\n' \
              b'data: {"choices":[],"usage":{"prompt_tokens_details":{"cached_tokens":0}}}\n\ndata: [DONE]\n\n'
-    assert learned.stream_text(events) == ("hi", 0)
+    assert values.stream_text(events) == ("hi", 0)
 
 
 def test_input_values_are_the_text_leaves_of_the_input():
     class Message:
         content = "a message long enough to be a value"
 
-    values = learned.input_values({"question": QUESTION, "messages": [Message()], "k": 3, "short": "hi"})
-    assert values == {"input.question": QUESTION, "input.messages[0].content": Message.content}
+    found = values.of_input({"question": QUESTION, "messages": [Message()], "k": 3, "short": "hi"})
+    assert found == {"input.question": QUESTION, "input.messages[0].content": Message.content}

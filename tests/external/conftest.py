@@ -103,3 +103,22 @@ def llama_settings() -> Iterator[None]:
     finally:
         for name, value in saved.items():
             setattr(Settings, name, value)
+
+
+@pytest.fixture(scope="module")
+def store(pydoc_files, pg_dsn, minilm_path):
+    """The LangChain RAG tutorial's PGVector store over the pydoc files (a fresh collection per module)."""
+    import uuid
+
+    from .apps import lc_rag_tutorial
+
+    return lc_rag_tutorial.index(pydoc_files, lc_rag_tutorial.sqlalchemy_url(pg_dsn), f"lg_{uuid.uuid4().hex[:8]}", minilm_path)
+
+
+@pytest.fixture(scope="module")
+def chat(base_url, model_name):
+    """`ChatOpenAI` on the test server, 12 tokens (modules may define their own)."""
+    from .apps import lc_rag_tutorial
+
+    return lc_rag_tutorial.chat_model(base_url, model_name, max_tokens=12)
+

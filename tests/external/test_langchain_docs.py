@@ -29,10 +29,6 @@ from .fidelity import assert_same_requests, compare_langchain, record
 pytestmark = [pytest.mark.engines, pytest.mark.slow]
 
 
-def sqlalchemy_url(dsn: str) -> str:
-    return dsn.replace("postgresql://", "postgresql+psycopg://", 1)
-
-
 def collection() -> str:
     return f"ext_{uuid.uuid4().hex[:8]}"
 
@@ -46,7 +42,7 @@ def lowered(explained: str, *needles: str) -> None:
 
 @pytest.fixture(scope="module")
 def tutorial_store(pydoc_files, pg_dsn, minilm_path):
-    return lc_rag_tutorial.index(pydoc_files, sqlalchemy_url(pg_dsn), collection(), minilm_path)
+    return lc_rag_tutorial.index(pydoc_files, lc_rag_tutorial.sqlalchemy_url(pg_dsn), collection(), minilm_path)
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +96,7 @@ def test_qa_sources_lcel_chain(tutorial_store, chat, llm_proxy, questions) -> No
 
 @pytest.fixture(scope="module")
 def multi_query_db(pydoc_files, pg_dsn, minilm_path):
-    return lc_multi_query.vector_db(pydoc_files, sqlalchemy_url(pg_dsn), collection(), minilm_path)
+    return lc_multi_query.vector_db(pydoc_files, lc_rag_tutorial.sqlalchemy_url(pg_dsn), collection(), minilm_path)
 
 
 def test_multi_query_retriever_simple_usage(multi_query_db, base_url, model_name, llm_proxy, questions) -> None:
@@ -120,7 +116,7 @@ def test_multi_query_retriever_own_prompt_and_parser(multi_query_db, base_url, m
 
 
 def test_cross_encoder_reranker(pydoc_files, pg_dsn, minilm_path, reranker_dir, llm_proxy, questions) -> None:
-    base = lc_cross_encoder_reranker.base_retriever(pydoc_files, sqlalchemy_url(pg_dsn), collection(), minilm_path)
+    base = lc_cross_encoder_reranker.base_retriever(pydoc_files, lc_rag_tutorial.sqlalchemy_url(pg_dsn), collection(), minilm_path)
     retriever = lc_cross_encoder_reranker.build(base, reranker_dir)
     fast = accel.wrap(retriever)
     lowered(fast.explain(), "Embed + Search", "Rerank top_n=3")
@@ -134,7 +130,7 @@ PGVECTOR_QUERIES = ["kitty", "ducks", "cats"]  # the page's own queries
 
 @pytest.fixture(scope="module")
 def pgvector_store(pg_dsn, minilm_path):
-    return lc_pgvector.vector_store(sqlalchemy_url(pg_dsn), collection(), minilm_path)
+    return lc_pgvector.vector_store(lc_rag_tutorial.sqlalchemy_url(pg_dsn), collection(), minilm_path)
 
 
 @pytest.mark.parametrize("name", sorted(lc_pgvector.FILTERS))

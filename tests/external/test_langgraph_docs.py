@@ -18,25 +18,11 @@ import accel  # noqa: E402
 from accel.adapters.common import floor  # noqa: E402
 
 from .apps import (  # noqa: E402
-    lc_message_history, lc_rag_tutorial, lg_lcel_nodes, lg_map_reduce, lg_rag_part1, lg_rag_part2, lg_router_memory,
+    lc_message_history, lg_lcel_nodes, lg_map_reduce, lg_rag_part1, lg_rag_part2, lg_router_memory,
 )
 from .fidelity import assert_same_requests, record  # noqa: E402
 
 pytestmark = [pytest.mark.engines, pytest.mark.slow]
-
-
-def sqlalchemy_url(dsn: str) -> str:
-    return dsn.replace("postgresql://", "postgresql+psycopg://", 1)
-
-
-@pytest.fixture(scope="module")
-def store(pydoc_files, pg_dsn, minilm_path):
-    return lc_rag_tutorial.index(pydoc_files, sqlalchemy_url(pg_dsn), f"lg_{uuid.uuid4().hex[:8]}", minilm_path)
-
-
-@pytest.fixture(scope="module")
-def chat(base_url, model_name):
-    return lc_rag_tutorial.chat_model(base_url, model_name, max_tokens=12)
 
 
 def plain(value: Any) -> Any:

@@ -17,7 +17,7 @@ from accel.adapters.common.floor import learned  # noqa: E402
 
 from .apps import lg_self_rag  # noqa: E402
 from .fidelity import assert_same_requests, record  # noqa: E402
-from .test_langgraph_docs import chat, plain, store  # noqa: E402,F401 (module fixtures)
+from .test_langgraph_docs import plain  # noqa: E402
 
 pytestmark = [pytest.mark.engines, pytest.mark.slow]
 

@@ -28,18 +28,17 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
 import logging
 import os
 import threading
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from accel.adapters.common.bindings import EngineSpec
-from accel.adapters.common.floor import programs
+from accel.adapters.common.floor import programs, values
 from accel.engines.errors import EngineError
 from accel.ir.dynamic import LearnedPrompt, Prompt, Site
 from accel.ir.ops import WarmupOp
@@ -56,12 +55,6 @@ MIN_LAG_S = 0.05
 """A site whose whole prompt is known is warmed only if its call usually comes at least this
 long after its last value (otherwise the warm-up would race the call and prefill it twice)."""
 LAG_WEIGHT = 0.3
-MAX_INPUT_VALUES = 64
-TEMPLATE_FIELDS = frozenset({
-    "tools", "functions", "chat_template", "chat_template_kwargs", "documents", "continue_final_message",
-    "add_generation_prompt", "mm_processor_kwargs",
-})
-"""Chat request fields that change what the server's chat template renders: not learned."""
 
 Locate = Callable[[], "tuple[str, str] | None"]
 """The (node, task key) of the code calling now, or None where the program has no nodes."""
@@ -108,9 +101,6 @@ class SiteModel:
     late: int = 0
     """Calls made while their warm-up was still on its way."""
 
-    def warmable(self) -> int:
-        return self.verified
-
 
 class ProgramModel:
     """One wrapped app's sites, learned over its runs (shared by concurrent runs)."""
@@ -126,7 +116,7 @@ class ProgramModel:
         """A recorder for `run`, attached to it; `value` is the run's input."""
         recorder = RunRecorder(self, run, locate)
         run.recorder = recorder
-        recorder.add_values(input_values(value))
+        recorder.add_values(values.of_input(value))
         return recorder
 
     def observe(self, site: Site, prompt: Prompt, engine: EngineSpec, values: dict[str, str]) -> list[str]:
@@ -167,27 +157,12 @@ class ProgramModel:
                     if not m.multi and m.stopped is None and m.verified and m.runs / self.finished >= WARM_SHARE
                     and lp.worth_warming(m.learned, m.verified)]
 
-    def late(self, site: Site) -> None:
-        """A run made `site`'s call while its warm-up was still on its way (the two prefills
-        may overlap)."""
+    def count(self, site: Site, counter: str, n: int = 1) -> None:
+        """Add `n` to one of a site's counters (`late`, `busy`, `warmups`, `warmed_tokens`)."""
         with self._lock:
             model = self.sites.get(site)
             if model is not None:
-                model.late += 1
-
-    def busy(self, site: Site) -> None:
-        """A warm-up of `site` was not sent: the LLM engine had no spare capacity."""
-        with self._lock:
-            model = self.sites.get(site)
-            if model is not None:
-                model.busy += 1
-
-    def warmed(self, site: Site, tokens: int) -> None:
-        with self._lock:
-            model = self.sites.get(site)
-            if model is not None:
-                model.warmups += 1
-                model.warmed_tokens += tokens
+                setattr(model, counter, getattr(model, counter) + n)
 
     def cache_report(self, site: Site, warmed: int, cached: int) -> None:
         """The real request of a site warmed with `warmed` tokens found `cached` in the cache."""
@@ -302,7 +277,7 @@ class RunRecorder:
             if site in self._warmed_tokens:
                 self._at_request[site] = self._warmed_tokens[site]
         if late:
-            self.model.late(site)
+            self.model.count(site, "late")
         if prompt is not None:
             slots = self.model.observe(site, prompt, engine, values)
             # how long after its last value came the run made this call
@@ -320,9 +295,9 @@ class RunRecorder:
         """A search's passages (`texts`), and what the component `made` of them: documents a
         prompt may show as they print (`str` of a list of LangChain documents writes each one's
         `repr`, as prompts built from state often do)."""
-        values = {site.source(i): text for i, text in enumerate(texts) if text}
-        values.update({f"{site.source(i)}.repr": repr(doc) for i, doc in enumerate(_documents(made))})
-        self.add_values(values)
+        found = {site.source(i): text for i, text in enumerate(texts) if text}
+        found.update({f"{site.source(i)}.repr": repr(doc) for i, doc in enumerate(values.documents(made))})
+        self.add_values(found)
 
     def end(self) -> None:
         """The run is over: warm-ups still in flight are cancelled; the model counts its calls."""
@@ -350,7 +325,7 @@ class RunRecorder:
                     continue
                 if not lp.waiting(model.learned, self._values) and model.lag_s < MIN_LAG_S:
                     continue  # everything is known and the call usually follows at once: a warm-up would race it
-                parts = lp.ready(model.learned, model.warmable(), self._values)
+                parts = lp.ready(model.learned, model.verified, self._values)
                 if parts > self._warmed_parts.get(site, 0) and lp.worth_warming(model.learned, parts):
                     self._warmed_parts[site] = parts
                     launches.append(Warm(site, model.learned, model.engine, parts))
@@ -382,7 +357,7 @@ class RunRecorder:
                 # speculative work only where the engine has room: with a full batch, a warm-up's
                 # prefill takes time from the requests running now and gains nothing overall
                 for warm in warms:
-                    self.model.busy(warm.site)
+                    self.model.count(warm.site, "busy")
                 return
             _warming_groups[name] += 1  # counts as load from the check on (its tokenizing comes first)
             try:
@@ -412,7 +387,8 @@ class RunRecorder:
         tokens = op.output(values, await scheduler.submit(task))
         with self._lock:
             self._warmed_tokens[warm.site] = max(tokens, self._warmed_tokens.get(warm.site, 0))
-        self.model.warmed(warm.site, tokens)
+        self.model.count(warm.site, "warmups")
+        self.model.count(warm.site, "warmed_tokens", tokens)
 
     def _done(self, future: concurrent.futures.Future[None]) -> None:
         with self._lock:
@@ -427,185 +403,6 @@ class RunRecorder:
             log.log(level, "%s: a warm-up failed (the run is not affected): %r", self.model.name, err)
 
 
-# ---- reading values and prompts ------------------------------------------------------------
-
-
-def input_values(value: Any, name: str = "input") -> dict[str, str]:
-    """The text leaves of a run's input (strings, message and document texts in dicts, lists
-    and tuples), named by their path; at most `MAX_INPUT_VALUES`."""
-    out: dict[str, str] = {}
-
-    def walk(item: Any, path: str, depth: int) -> None:
-        if len(out) >= MAX_INPUT_VALUES or depth > 5:
-            return
-        if isinstance(item, str):
-            if len(item) >= lp.MIN_VALUE_CHARS:
-                out[path] = item
-            return
-        if isinstance(item, dict):
-            for key, sub in item.items():
-                walk(sub, f"{path}.{key}", depth + 1)
-            return
-        if isinstance(item, (list, tuple)):
-            for i, sub in enumerate(item):
-                walk(sub, f"{path}[{i}]", depth + 1)
-            return
-        for attr in ("content", "page_content", "text"):
-            text = getattr(item, attr, None)
-            if isinstance(text, str):
-                walk(text, f"{path}.{attr}", depth + 1)
-                return
-
-    walk(value, name, 0)
-    return out
-
-
-def _documents(made: Any) -> list[Any]:
-    """Objects with a `page_content` in a component's return value (a list of documents, or of
-    (document, score) pairs)."""
-    items = made if isinstance(made, list) else []
-    found = []
-    for item in items:
-        doc = item[0] if isinstance(item, tuple) and item else item
-        if isinstance(getattr(doc, "page_content", None), str):
-            found.append(doc)
-    return found
-
-
-def request_prompt(body: bytes) -> Prompt | None:
-    """The prompt of an OpenAI generation request body, where it is plain text or plain chat
-    messages the server renders with its own template and nothing else; None otherwise."""
-    try:
-        payload = json.loads(body) if body else None
-    except ValueError:
-        return None
-    if not isinstance(payload, dict):
-        return None
-    if "messages" in payload:
-        messages = payload["messages"]
-        if TEMPLATE_FIELDS & payload.keys() or not isinstance(messages, list) or not messages:
-            return None
-        out = []
-        for message in messages:
-            if not isinstance(message, dict) or not isinstance(message.get("content"), str) or set(message) - {"role", "content"}:
-                return None
-            out.append({"role": str(message.get("role")), "content": message["content"]})
-        return out
-    prompt = payload.get("prompt")
-    if isinstance(prompt, list) and len(prompt) == 1:
-        prompt = prompt[0]
-    return prompt if isinstance(prompt, str) else None
-
-
-def response_text(content: bytes) -> tuple[str | None, int | None]:
-    """(generated text, cached prompt tokens) of a whole OpenAI response body."""
-    try:
-        payload = json.loads(content)
-    except ValueError:
-        return None, None
-    if not isinstance(payload, dict):
-        return None, None
-    choices = payload.get("choices") or []
-    text = None
-    if len(choices) == 1 and isinstance(choices[0], dict):
-        choice = choices[0]
-        message = choice.get("message")
-        text = message.get("content") if isinstance(message, dict) else choice.get("text")
-    return (text if isinstance(text, str) else None), _cached(payload)
-
-
-def stream_text(data: bytes) -> tuple[str | None, int | None]:
-    """(generated text, cached prompt tokens) of a whole server-sent-events response body."""
-    pieces: list[str] = []
-    cached = None
-    for line in data.decode(errors="replace").splitlines():
-        if not line.startswith("data:") or line[5:].strip() == "[DONE]":
-            continue
-        try:
-            event = json.loads(line[5:])
-        except ValueError:
-            return None, None
-        for choice in event.get("choices") or []:
-            if choice.get("index", 0) != 0:
-                return None, None
-            delta = choice.get("delta")
-            piece = delta.get("content") if isinstance(delta, dict) else choice.get("text")
-            if isinstance(piece, str):
-                pieces.append(piece)
-        cached = _cached(event) if event.get("usage") else cached
-    return "".join(pieces), cached
-
-
-def _cached(payload: dict[str, Any]) -> int | None:
-    details = (payload.get("usage") or {}).get("prompt_tokens_details") or {}
-    cached = details.get("cached_tokens")
-    return cached if isinstance(cached, int) else None
-
-
 def model_for(name: str, disabled_passes: tuple[str, ...] = ()) -> ProgramModel | None:
     """A program model for a wrapped app, or None where its options switch the pass off."""
     return None if lp.NAME in disabled_passes else ProgramModel(name)
-
-
-# ---- the LLM plug-in's side ------------------------------------------------------------------
-
-
-def on_request(run: WrappedRun, engine: EngineSpec, body: bytes) -> Site | None:
-    """An LLM request the floor is about to send for `run`: its site, or None where the run
-    does not learn."""
-    recorder = run.recorder
-    if recorder is None:
-        return None
-    site = recorder.site("llm")
-    recorder.llm_request(site, request_prompt(body), engine)
-    return site
-
-
-def on_response(run: WrappedRun, site: Site | None, status: int, content: bytes) -> None:
-    if site is not None and status == 200:
-        run.recorder.llm_response(site, *response_text(content))
-
-
-def recorded_stream(run: WrappedRun, site: Site | None, chunks: Iterator[Any]) -> Iterator[Any]:
-    """`chunks` (APIChunks) passed through; the whole body, once read, is what the call produced."""
-    if site is None:
-        return chunks
-    return _recorded(run, site, chunks)
-
-
-def _recorded(run: WrappedRun, site: Site, chunks: Iterator[Any]) -> Iterator[Any]:
-    data: list[bytes] = []
-    status = 0
-    try:
-        for chunk in chunks:
-            status = chunk.head.status if chunk.head is not None else status
-            data.append(chunk.data)
-            yield chunk
-    finally:
-        close = getattr(chunks, "close", None)
-        if close is not None:
-            close()
-    if status == 200:
-        run.recorder.llm_response(site, *stream_text(b"".join(data)))
-
-
-def arecorded_stream(run: WrappedRun, site: Site | None, chunks: AsyncIterator[Any]) -> AsyncIterator[Any]:
-    if site is None:
-        return chunks
-    return _arecorded(run, site, chunks)
-
-
-async def _arecorded(run: WrappedRun, site: Site, chunks: AsyncIterator[Any]) -> AsyncIterator[Any]:
-    data: list[bytes] = []
-    status = 0
-    try:
-        async for chunk in chunks:
-            status = chunk.head.status if chunk.head is not None else status
-            data.append(chunk.data)
-            yield chunk
-    finally:
-        aclose = getattr(chunks, "aclose", None)
-        if aclose is not None:
-            await aclose()
-    if status == 200:
-        run.recorder.llm_response(site, *stream_text(b"".join(data)))

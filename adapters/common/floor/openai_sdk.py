@@ -20,10 +20,12 @@ from typing import Any
 import httpx
 
 from accel.adapters.common import bindings
-from accel.adapters.common.floor import learned, route
+from accel.adapters.common.floor import route, values
 from accel.adapters.common.floor.plugins import Plugin, register
 from accel.engines.errors import EngineError
 from accel.engines.llm.api_call import APICall, APIChunk, APIResponse
+from accel.ir.dynamic import Site
+from accel.scope import WrappedRun
 
 COMPONENT = "openai-sdk"
 _GENERATION_PATHS = ("/completions", "/chat/completions")
@@ -91,13 +93,13 @@ def _send_sync(original: Any) -> Any:
         if run is None or not _routable(self, request, kwargs):
             return original(self, request, stream=stream, **kwargs)
         spec, call = _call(self, request)
-        site = learned.on_request(run, spec, call.body)
+        site = _learn_request(run, spec, call.body)
         try:
             if not stream:
                 [answer] = route.submit_sync(run, spec, [call], COMPONENT)
-                learned.on_response(run, site, answer.status, answer.content)
+                _learn_response(run, site, answer.status, answer.content)
                 return _response(request, answer)
-            chunks = learned.recorded_stream(run, site, route.stream_sync(run, spec, call, COMPONENT))
+            chunks = _recorded_stream(run, site, route.stream_sync(run, spec, call, COMPONENT))
             head = next(chunks).head
         except (EngineError, route.OnSessionLoop) as err:
             route.note_fallback(COMPONENT, err)
@@ -114,13 +116,13 @@ def _send_async(original: Any) -> Any:
         if run is None or not _routable(self, request, kwargs):
             return await original(self, request, stream=stream, **kwargs)
         spec, call = _call(self, request)
-        site = learned.on_request(run, spec, call.body)
+        site = _learn_request(run, spec, call.body)
         try:
             if not stream:
                 [answer] = await route.submit_async(run, spec, [call], COMPONENT)
-                learned.on_response(run, site, answer.status, answer.content)
+                _learn_response(run, site, answer.status, answer.content)
                 return _response(request, answer)
-            chunks = learned.arecorded_stream(run, site, route.stream_async(run, spec, call, COMPONENT))
+            chunks = _arecorded_stream(run, site, route.stream_async(run, spec, call, COMPONENT))
             head = (await anext(chunks)).head
         except EngineError as err:
             route.note_fallback(COMPONENT, err)
@@ -128,6 +130,70 @@ def _send_async(original: Any) -> Any:
         return httpx.Response(head.status, headers=list(head.headers), stream=_AsyncBody(chunks), request=request)
 
     return _send_request
+
+
+# ---- learned prefill: what the run sent and got back ---------------------------------------
+
+
+def _learn_request(run: WrappedRun, engine: bindings.EngineSpec, body: bytes) -> Site | None:
+    """An LLM request the floor is about to send for `run`: its site, or None where the run
+    does not learn."""
+    recorder = run.recorder
+    if recorder is None:
+        return None
+    site = recorder.site("llm")
+    recorder.llm_request(site, values.request_prompt(body), engine)
+    return site
+
+
+def _learn_response(run: WrappedRun, site: Site | None, status: int, content: bytes) -> None:
+    if site is not None and status == 200:
+        run.recorder.llm_response(site, *values.response_text(content))
+
+
+def _recorded_stream(run: WrappedRun, site: Site | None, chunks: Iterator[Any]) -> Iterator[Any]:
+    """`chunks` (APIChunks) passed through; the whole body, once read, is what the call produced."""
+    if site is None:
+        return chunks
+    return _recorded(run, site, chunks)
+
+
+def _recorded(run: WrappedRun, site: Site, chunks: Iterator[Any]) -> Iterator[Any]:
+    data: list[bytes] = []
+    status = 0
+    try:
+        for chunk in chunks:
+            status = chunk.head.status if chunk.head is not None else status
+            data.append(chunk.data)
+            yield chunk
+    finally:
+        close = getattr(chunks, "close", None)
+        if close is not None:
+            close()
+    if status == 200:
+        run.recorder.llm_response(site, *values.stream_text(b"".join(data)))
+
+
+def _arecorded_stream(run: WrappedRun, site: Site | None, chunks: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    if site is None:
+        return chunks
+    return _arecorded(run, site, chunks)
+
+
+async def _arecorded(run: WrappedRun, site: Site, chunks: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    data: list[bytes] = []
+    status = 0
+    try:
+        async for chunk in chunks:
+            status = chunk.head.status if chunk.head is not None else status
+            data.append(chunk.data)
+            yield chunk
+    finally:
+        aclose = getattr(chunks, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    if status == 200:
+        run.recorder.llm_response(site, *values.stream_text(b"".join(data)))
 
 
 register(Plugin(COMPONENT + ":sync", "openai._base_client", "SyncAPIClient", {"_send_request": _send_sync}))

@@ -48,6 +48,11 @@ def hub_rag_prompt() -> ChatPromptTemplate:
     return ChatPromptTemplate.from_messages([("human", RAG_PROMPT_TEXT)])
 
 
+def sqlalchemy_url(dsn: str) -> str:
+    """The test Postgres (a psycopg URI) as the SQLAlchemy URL `PGVector(connection=...)` takes."""
+    return dsn.replace("postgresql://", "postgresql+psycopg://", 1)
+
+
 def format_docs(docs):
     return "\n\n".join(doc.page_content for doc in docs)
 
