@@ -122,3 +122,28 @@ def test_input_values_are_the_text_leaves_of_the_input():
 
     found = values.of_input({"question": QUESTION, "messages": [Message()], "k": 3, "short": "hi"})
     assert found == {"input.question": QUESTION, "input.messages[0].content": Message.content}
+
+
+def test_a_failing_warm_up_is_counted_and_leaves_the_run_alone(program):
+    import concurrent.futures
+
+    from accel.engines.errors import EngineError
+
+    program.run(QUESTION, DOC)
+    recorder = program.model.start(WrappedRun(app="fake"), None, {})
+    failed: concurrent.futures.Future[None] = concurrent.futures.Future()
+    failed.set_exception(EngineError("vllm-openai", "the server went away", "restart it"))
+    recorder._done(failed)  # what the warm-up task's completion reports; nothing is raised
+    assert program.model.failed_warmups == 1
+    assert "warm-ups that failed (no effect on runs): 1" in "\n".join(program.model.explain())
+
+
+def test_ending_a_run_cancels_its_warm_ups_in_flight(program):
+    import concurrent.futures
+
+    recorder = program.model.start(WrappedRun(app="fake"), None, {})
+    pending: concurrent.futures.Future[None] = concurrent.futures.Future()
+    recorder._futures.add(pending)
+    recorder.end()
+    assert pending.cancelled()
+    assert program.model.finished == 1

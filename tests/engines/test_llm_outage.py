@@ -67,18 +67,23 @@ async def test_killed_server_fails_fast_and_the_same_objects_recover(tiny_model,
         long_app = accel.wrap(build_app(replace(config, max_tokens=1500), store))
         pool = ThreadPoolExecutor(8)
         queries = [asyncio.wrap_future(pool.submit(long_app.invoke, {"question": f"heap {i}"})) for i in range(8)]
-        started = asyncio.Event()
+        flowing = asyncio.Event()
+        received = [0] * 8
 
         async def consume(i: int) -> str:
             async for chunk in engine.stream(GenerationRequest(prompt=f"def f{i}():", params=LONG)):
-                started.set()
+                received[i] += 1
+                if min(received) >= 10:
+                    flowing.set()
                 if chunk.finished:
                     return "complete"
             return "cut off silently"
 
         streams = [asyncio.create_task(consume(i)) for i in range(8)]
-        await started.wait()
-        await asyncio.sleep(1.0)  # the wrapped queries reach their LLM call
+        # kill once every stream is flowing, far from its 1,500th token (a fixed wait let a quiet
+        # machine's tiny model finish all of them first); the wrapped queries are then in flight
+        # or about to reach the dead server: either way they must fail fast and typed
+        await flowing.wait()
         killed = time.perf_counter()
         await asyncio.to_thread(_kill, server.pid)
         stream_errors = await asyncio.wait_for(asyncio.gather(*streams, return_exceptions=True), 30)

@@ -143,16 +143,21 @@ def test_chat_engine_explain(starter_index, chat_llm, mode) -> None:
     assert "OpenAILike (LLM)" in explained, explained
 
 
-def test_chat_engine_learns_its_calls_and_warms_nothing_that_follows_at_once(starter_index, chat_llm, llm_proxy) -> None:
-    """Learned prefill on a condense-plus-context engine: the answer's prompt holds the context
-    retrieved right before the answer is asked for, and its static head is in vLLM's cache after
-    one turn, so there is nothing to warm early; the engine's calls are learned all the same."""
+def test_chat_engine_calls_are_learned_and_a_pattern_that_does_not_repeat_is_not_warmed(
+        starter_index, chat_llm, llm_proxy) -> None:
+    """Learned prefill on a condense-plus-context engine: each turn is a run, and turns differ
+    (the first has no condense call, later ones do; the context, retrieved by the lowered
+    retriever, looks like static text that changes every turn). Every site's pattern is learned
+    again until nothing of it is warmed: at most one wrong guess per site, answers and requests
+    untouched."""
     engine = accel.wrap(li_chat_engines.chat_engine("condense_plus_context", starter_index, chat_llm))
     turns = li_chat_engines.CONVERSATIONS["condense_plus_context"]
     ours = record(lambda: converse_sync(engine, turns, False), llm_proxy)
     explained = engine.explain()
-    assert ours.warmups == 0
-    assert "learned prefill:" in explained and "LLM call site(s)" in explained, explained
+    sites = explained.count("\n  llm:")
+    assert sites >= 2, explained
+    assert explained.count("not warmed: no run value in its verified prefix") == sites, explained
+    assert ours.warmups <= sites, explained
 
 
 async def test_concurrent_conversations(starter_index, chat_llm, llm_proxy) -> None:

@@ -164,6 +164,10 @@ class ProgramModel:
             if model is not None:
                 setattr(model, counter, getattr(model, counter) + n)
 
+    def warm_up_failed(self) -> None:
+        with self._lock:
+            self.failed_warmups += 1
+
     def cache_report(self, site: Site, warmed: int, cached: int) -> None:
         """The real request of a site warmed with `warmed` tokens found `cached` in the cache."""
         with self._lock:
@@ -255,9 +259,10 @@ class RunRecorder:
             visits = self._visits.setdefault(node, [])
             if task not in visits:
                 visits.append(task)
+            visit = visits.index(task)
             ordinal = self._ordinals[(node, task, kind)]
             self._ordinals[(node, task, kind)] += 1
-        return Site(node, visits.index(task), kind, ordinal)
+        return Site(node, visit, kind, ordinal)
 
     def add_values(self, values: dict[str, str]) -> None:
         if not values:
@@ -397,8 +402,7 @@ class RunRecorder:
             return
         err = future.exception()
         if err is not None:
-            with self.model._lock:
-                self.model.failed_warmups += 1
+            self.model.warm_up_failed()
             level = logging.DEBUG if isinstance(err, EngineError) else logging.WARNING
             log.log(level, "%s: a warm-up failed (the run is not affected): %r", self.model.name, err)
 
