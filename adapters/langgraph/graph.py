@@ -14,6 +14,10 @@ nothing leaks into the consumer's context); `batch`/`abatch` are `Runnable`'s, o
 A node whose runnable is itself an LCEL composition with engine work (`add_node("generate",
 prompt | llm | ...)`) is lowered by the LangChain adapter: the copy's node runs the wrapped
 chain (one graph per call, the passes applied), everything else in the node is as stock.
+
+The drop-in keeps one learned-prefill model (`accel.adapters.common.floor.learned`): each run
+records its engine calls by node and task (LangGraph's `langgraph_checkpoint_ns`), and prompts
+seen in earlier runs are warmed as soon as the run has produced what they open with.
 """
 
 from __future__ import annotations
