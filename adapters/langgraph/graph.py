@@ -151,20 +151,10 @@ def _accelerated_class(base: type, accel: _Accel) -> type:
         return _asteps_in(context, context.run(base.astream, self, input, config, **kwargs), end)
 
     def stream_events(self: Any, input: Any, *args: Any, **kwargs: Any) -> Any:
-        context, end = accel.program_context(input)
-        events = context.run(base.stream_events, self, input, *args, **kwargs)
-        if isinstance(events, Iterator):
-            return _steps_in(context, events, end)
-        end()
-        return events
+        return _events_in(accel, base.stream_events, self, input, args, kwargs)
 
     def astream_events(self: Any, input: Any, *args: Any, **kwargs: Any) -> Any:
-        context, end = accel.program_context(input)
-        events = context.run(base.astream_events, self, input, *args, **kwargs)
-        if isinstance(events, AsyncIterator):
-            return _asteps_in(context, events, end)
-        end()
-        return events
+        return _events_in(accel, base.astream_events, self, input, args, kwargs)
 
     def explain(self: Any) -> str:
         """The graph's structure, how it runs, and what the floor captured so far."""
@@ -184,6 +174,19 @@ def _accelerated_class(base: type, accel: _Accel) -> type:
         "structure": property(lambda self: accel.structure), "__module__": __name__,
     }
     return type(f"Accelerated{base.__name__}", (base,), namespace)
+
+
+def _events_in(accel: _Accel, method: Any, graph: Any, input: Any, args: tuple, kwargs: dict) -> Any:
+    """`method` (stream_events / astream_events) inside this call's program: its iterator
+    driven step by step in the program's context; anything else (an error value) as is."""
+    context, end = accel.program_context(input)
+    events = context.run(method, graph, input, *args, **kwargs)
+    if isinstance(events, AsyncIterator):
+        return _asteps_in(context, events, end)
+    if isinstance(events, Iterator):
+        return _steps_in(context, events, end)
+    end()
+    return events
 
 
 def _steps_in(context: contextvars.Context, items: Iterator[Any], end: Callable[[], None]) -> Iterator[Any]:

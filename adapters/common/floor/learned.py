@@ -334,7 +334,7 @@ class RunRecorder:
                 if parts > self._warmed_parts.get(site, 0) and lp.worth_warming(model.learned, parts):
                     self._warmed_parts[site] = parts
                     launches.append(Warm(site, model.learned, model.engine, parts))
-            values = dict(self._values)
+            values = dict(self._values) if launches else {}
         if launches:
             self._launch(launches, values)
 

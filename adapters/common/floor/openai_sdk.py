@@ -158,20 +158,34 @@ def _recorded_stream(run: WrappedRun, site: Site | None, chunks: Iterator[Any]) 
     return _recorded(run, site, chunks)
 
 
+class _Body:
+    """A streamed response's status and bytes, told to the run's recorder once complete."""
+
+    def __init__(self, run: WrappedRun, site: Site) -> None:
+        self.run, self.site = run, site
+        self.status = 0
+        self.data: list[bytes] = []
+
+    def add(self, chunk: APIChunk) -> APIChunk:
+        self.status = chunk.head.status if chunk.head is not None else self.status
+        self.data.append(chunk.data)
+        return chunk
+
+    def done(self) -> None:
+        if self.status == 200:
+            self.run.recorder.llm_response(self.site, *values.stream_text(b"".join(self.data)))
+
+
 def _recorded(run: WrappedRun, site: Site, chunks: Iterator[Any]) -> Iterator[Any]:
-    data: list[bytes] = []
-    status = 0
+    body = _Body(run, site)
     try:
         for chunk in chunks:
-            status = chunk.head.status if chunk.head is not None else status
-            data.append(chunk.data)
-            yield chunk
+            yield body.add(chunk)
     finally:
         close = getattr(chunks, "close", None)
         if close is not None:
             close()
-    if status == 200:
-        run.recorder.llm_response(site, *values.stream_text(b"".join(data)))
+    body.done()
 
 
 def _arecorded_stream(run: WrappedRun, site: Site | None, chunks: AsyncIterator[Any]) -> AsyncIterator[Any]:
@@ -181,19 +195,15 @@ def _arecorded_stream(run: WrappedRun, site: Site | None, chunks: AsyncIterator[
 
 
 async def _arecorded(run: WrappedRun, site: Site, chunks: AsyncIterator[Any]) -> AsyncIterator[Any]:
-    data: list[bytes] = []
-    status = 0
+    body = _Body(run, site)
     try:
         async for chunk in chunks:
-            status = chunk.head.status if chunk.head is not None else status
-            data.append(chunk.data)
-            yield chunk
+            yield body.add(chunk)
     finally:
         aclose = getattr(chunks, "aclose", None)
         if aclose is not None:
             await aclose()
-    if status == 200:
-        run.recorder.llm_response(site, *values.stream_text(b"".join(data)))
+    body.done()
 
 
 register(Plugin(COMPONENT + ":sync", "openai._base_client", "SyncAPIClient", {"_send_request": _send_sync}))
