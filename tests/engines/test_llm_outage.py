@@ -30,13 +30,12 @@ LONG = SamplingParams(max_tokens=1500, extra={"ignore_eos": True})
 
 
 async def _launch(tiny_model, port: int, tmp_path):
+    # two sequences at a time: when the first stream is flowing, most of the 16 requests are
+    # still waiting in vLLM, so the kill is sure to cut requests in flight (with no cap the
+    # tiny model had written every stream into the socket buffers before the kill came)
     return await launch_server(str(tiny_model), port=port, served_model_name="tiny", max_model_len=2048,
+                               extra_args=["--max-num-seqs", "2"],
                                log_path=tmp_path / f"vllm-{time.monotonic_ns()}.log")
-
-
-def _kill(pid: int) -> None:
-    os.killpg(pid, signal.SIGKILL)
-    stop_pid(pid, grace_s=10)  # returns once every member has exited
 
 
 async def test_killed_server_fails_fast_and_the_same_objects_recover(tiny_model, postgres_factory, tmp_path):
@@ -69,26 +68,38 @@ async def test_killed_server_fails_fast_and_the_same_objects_recover(tiny_model,
         queries = [asyncio.wrap_future(pool.submit(long_app.invoke, {"question": f"heap {i}"})) for i in range(8)]
         flowing = asyncio.Event()
         received = [0] * 8
+        killed: list[float] = []
+
+        def kill_once() -> None:
+            # killed right here, in the stream's own step: a kill sent through a thread came up
+            # to seconds later on a loaded machine, and then the streams were long finished
+            if not killed:
+                os.killpg(server.pid, signal.SIGKILL)
+                killed.append(time.perf_counter())
+            flowing.set()
 
         async def consume(i: int) -> str:
-            async for chunk in engine.stream(GenerationRequest(prompt=f"def f{i}():", params=LONG)):
-                received[i] += 1
-                if min(received) >= 10:
-                    flowing.set()
-                if chunk.finished:
-                    return "complete"
-            return "cut off silently"
+            try:
+                async for chunk in engine.stream(GenerationRequest(prompt=f"def f{i}():", params=LONG)):
+                    received[i] += 1
+                    if received[i] >= 10:
+                        kill_once()
+                    if chunk.finished:
+                        return "complete"
+                return "cut off silently"
+            finally:
+                flowing.set()  # a stream that ends before any flows must not leave the test waiting
 
         streams = [asyncio.create_task(consume(i)) for i in range(8)]
-        # kill once every stream is flowing, far from its 1,500th token (a fixed wait let a quiet
-        # machine's tiny model finish all of them first); the wrapped queries are then in flight
-        # or about to reach the dead server: either way they must fail fast and typed
-        await flowing.wait()
-        killed = time.perf_counter()
-        await asyncio.to_thread(_kill, server.pid)
+        # the kill comes once a stream is flowing, far from its 1,500th token, while the server
+        # (two sequences at a time) still holds most requests; the wrapped queries are then in
+        # flight or about to reach the dead server: either way they must fail fast and typed
+        await asyncio.wait_for(flowing.wait(), 300)
+        assert killed, f"every stream ended before one was flowing: {received}"
+        await asyncio.to_thread(stop_pid, server.pid, 10)  # returns once every member has exited
         stream_errors = await asyncio.wait_for(asyncio.gather(*streams, return_exceptions=True), 30)
         query_results = await asyncio.wait_for(asyncio.gather(*queries, return_exceptions=True), 30)
-        failed_after = time.perf_counter() - killed
+        failed_after = time.perf_counter() - killed[0]
         pool.shutdown()
         # each stream either got its whole output (a fast machine may finish one before the server
         # dies) or fails typed; none ends silently cut off, and the kill cut at least one
