@@ -21,7 +21,12 @@ import httpx
 import openai
 
 from accel.examples.corpus import pydoc_documents
-from accel.examples.llamaindex.chat import CONTEXT_PROMPT, build_app, new_conversation, turns
+from accel.examples.llamaindex.chat import (
+    CONTEXT_PROMPT,
+    build_app,
+    new_conversation,
+    turns,
+)
 from accel.examples.llamaindex.models import build_index
 
 from .private_stack import private_stack
