@@ -186,7 +186,10 @@ def long_chain(llm_proxy, monkeypatch):
     """A chain whose answer runs to 1500 tokens, wrapped, and the request ids accel aborts."""
     from langchain_openai import ChatOpenAI
 
-    model = ChatOpenAI(base_url=llm_proxy.url + "/v1", api_key="EMPTY", model=TINY, temperature=0, max_tokens=1500)
+    # ignore_eos: the answer always runs its 1,500 tokens (greedy decoding on a server batching
+    # other requests may reach an end-of-sequence early, and a finished stream has nothing to abort)
+    model = ChatOpenAI(base_url=llm_proxy.url + "/v1", api_key="EMPTY", model=TINY, temperature=0, max_tokens=1500,
+                       extra_body={"ignore_eos": True})
     fast = accel.wrap(PROMPT | model | StrOutputParser())
     [decode] = [n for n in fast.template.nodes if n.kind is Kind.DECODE]
     engine = fast._session.get_engine(decode.engine)
