@@ -7,8 +7,9 @@ Expand node's op picks a sub-template (each built and optimised by the passes ah
 and the inputs to bind, and the graph scheduler runs it as part of the query (same query id,
 engine schedulers, trace and cancellation; its depths continue below the Expand node's).
 An `ExpandEachOp` runs one sub-template once per item of a list known only at run time (a
-`.map()` over the chunks a retriever returned), the runs side by side, and its value is the
-list of their outputs in item order.
+`.map()` over the chunks a retriever returned), the runs side by side (at most its
+`max_concurrency(values)` at once where it has that method and it says so), and its value is
+the list of their outputs in item order.
 """
 
 from __future__ import annotations
@@ -50,6 +51,16 @@ class ExpandEachOp(Protocol):
 
     async def expand_each(self, values: dict[str, Any]) -> list[Expansion]:
         """The sub-runs to run side by side for these input values, in output order."""
+
+
+def max_concurrency(op: ExpandEachOp, values: dict[str, Any]) -> int | None:
+    """How many of `op`'s sub-runs may run at once for these values (None: all). An op that
+    mirrors a framework's batch says so through an optional `max_concurrency(values)` method:
+    a user's cap (LangChain's `max_concurrency` config) binds the accelerated app as it binds
+    the stock one."""
+    limit = getattr(op, "max_concurrency", None)
+    found = limit(values) if callable(limit) else None
+    return max(1, int(found)) if found else None
 
 
 def sub_templates(nodes: Iterable[Node]) -> list[Template]:

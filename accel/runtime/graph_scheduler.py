@@ -25,7 +25,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from accel.engines.errors import EngineDied
-from accel.ir.expand import ExpandEachOp, Expansion
+from accel.ir.expand import ExpandEachOp, Expansion, max_concurrency
 from accel.ir.node import Node
 from accel.ir.template import GraphInstance
 from accel.runtime.engine_scheduler import EngineScheduler
@@ -198,7 +198,7 @@ class QueryRun:
         if self.plan_of is None:
             raise RuntimeError(f"{node.name}: an Expand node needs a runtime that plans sub-templates")
         if isinstance(node.op, ExpandEachOp):
-            return await self._expand_each(i, await node.op.expand_each(values))
+            return await self._expand_each(i, await node.op.expand_each(values), max_concurrency(node.op, values))
         template, inputs = await node.op.expand(values)
         return await self._sub_run(i, Expansion(template, inputs))
 
@@ -216,13 +216,22 @@ class QueryRun:
             expansion.on_end(None)
         return value
 
-    async def _expand_each(self, i: int, expansions: list[Expansion]) -> list[Any]:
-        """The sub-runs side by side; if any fails, the others are cancelled and the failure of
-        the lowest item raises (as a stock `batch` reports the first failing input)."""
+    async def _expand_each(self, i: int, expansions: list[Expansion], limit: int | None = None) -> list[Any]:
+        """The sub-runs side by side (at most `limit` at once, in item order, where given); if
+        any fails, the others are cancelled and the failure of the lowest item raises (as a
+        stock `batch` reports the first failing input)."""
+        gate = asyncio.Semaphore(limit) if limit is not None and limit < len(expansions) else None
+
+        async def sub_run(expansion: Expansion) -> Any:
+            if gate is None:
+                return await self._sub_run(i, expansion)
+            async with gate:
+                return await self._sub_run(i, expansion)
+
         tasks: list[asyncio.Task[Any]] = []
         try:
             async with asyncio.TaskGroup() as group:
-                tasks += [group.create_task(self._sub_run(i, e), name=f"{self.template.order[i]}[{k}]") for k, e in enumerate(expansions)]
+                tasks += [group.create_task(sub_run(e), name=f"{self.template.order[i]}[{k}]") for k, e in enumerate(expansions)]
         except BaseExceptionGroup as group_error:
             failed = [t.exception() for t in tasks if t.done() and not t.cancelled() and t.exception() is not None]
             raise (failed[0] if failed else _original(group_error)) from None

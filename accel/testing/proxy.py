@@ -31,16 +31,30 @@ class RequestRecorder:
     """Thread-safe list of the requests a proxy forwarded."""
 
     requests: list[RecordedRequest] = field(default_factory=list)
+    in_flight: int = 0
+    most_in_flight: int = 0
+    """The most generation requests (`.../completions`) forwarded at once since the last
+    `take`: a client's concurrency."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, request: RecordedRequest) -> None:
         with self._lock:
             self.requests.append(request)
 
+    def opened(self) -> None:
+        with self._lock:
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+
+    def closed(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+
     def take(self) -> list[RecordedRequest]:
-        """The requests recorded so far, clearing the log."""
+        """The requests recorded so far, clearing the log (and `most_in_flight`)."""
         with self._lock:
             taken, self.requests = self.requests, []
+            self.most_in_flight = self.in_flight
         return taken
 
 
@@ -106,6 +120,9 @@ class RecordingProxy:
                 record = RecordedRequest(self.command, self.path, _json_or_none(raw))
                 upstream = http.client.HTTPConnection(proxy.upstream_host, proxy.upstream_port, timeout=600)
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_HEADERS}
+                generation = self.path.endswith("/completions")
+                if generation:
+                    proxy.recorder.opened()
                 try:
                     upstream.request(self.command, self.path, body=raw or None, headers=headers)
                     response = upstream.getresponse()
@@ -124,6 +141,8 @@ class RecordingProxy:
                     pass  # the client left mid-stream (a stream closed early): closing upstream aborts the request
                 finally:
                     upstream.close()
+                    if generation:
+                        proxy.recorder.closed()
                     self.close_connection = True
 
             do_GET = do_POST = do_DELETE = _forward

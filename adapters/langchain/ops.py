@@ -121,6 +121,12 @@ class EachOp:
             expansions.append(Expansion(self.templates[0], inputs, watcher=runs, on_end=None if runs is None else runs.end))
         return expansions
 
+    def max_concurrency(self, values: dict[str, Any]) -> int | None:
+        """The call's `max_concurrency`, which stock's `batch` of the items keeps to (its
+        thread pool's size, or `abatch`'s gather limit): a cap the user set binds here too."""
+        config = values.get("config") or {}
+        return config.get("max_concurrency")
+
 
 @dataclass(frozen=True)
 class FnOp:

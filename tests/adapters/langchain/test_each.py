@@ -113,3 +113,31 @@ def test_a_model_and_a_retriever_mapped_alone_match_stock_with_their_runs(vector
         else:
             assert fast_out == stock_out
         assert trees(fast_runs) == trees(stock_runs), difference(trees(fast_runs), trees(stock_runs))
+
+
+def test_max_concurrency_caps_the_items_in_flight_as_stock(chat_model, llm_proxy, questions) -> None:
+    """`max_concurrency` in the call's config bounds how many items stock's `batch` runs at
+    once (a user's cap on a rate-limited server); the lowered map keeps to it, sync and async,
+    and without it still runs the items side by side."""
+    from langchain_openai import ChatOpenAI
+
+    slower = ChatOpenAI(base_url=llm_proxy.url + "/v1", api_key="EMPTY", model=chat_model.model_name, temperature=0,
+                        max_tokens=48, extra_body={"ignore_eos": True})  # long enough for the items to overlap
+    mapped = (MAP | slower | StrOutputParser()).map()
+    fast = accel.wrap(mapped)
+    items = [{"chunk": f"{q} (part {k})"} for k in (1, 2) for q in questions]
+    capped = {"max_concurrency": 2}
+
+    llm_proxy.recorder.take()
+    expected = mapped.invoke(items, config=capped)
+    assert llm_proxy.recorder.most_in_flight <= 2
+    llm_proxy.recorder.take()
+    assert fast.invoke(items, config=capped) == expected
+    assert len([r for r in llm_proxy.recorder.requests if r.path.endswith("/chat/completions")]) == len(items)
+    assert llm_proxy.recorder.most_in_flight == 2
+    llm_proxy.recorder.take()
+    assert asyncio.run(fast.ainvoke(items, config=capped)) == expected
+    assert llm_proxy.recorder.most_in_flight == 2
+    llm_proxy.recorder.take()
+    assert fast.invoke(items) == expected
+    assert llm_proxy.recorder.most_in_flight > 2  # uncapped: side by side
