@@ -94,3 +94,23 @@ def test_the_lowest_failing_item_raises_and_other_queries_go_on(virtual):
     failed_ends = sorted(k for k, err in op.ends if isinstance(err, ValueError))
     assert failed_ends in ([1], [1, 3])  # item 3 failed too, or was cancelled first
     assert len(op.ends) == 4 + 2  # every sub-run of both queries reported its end
+
+
+@dataclass
+class Capped(Each):
+    """An op with a user's cap on how many items run at once."""
+
+    limit: int | None = None
+
+    def max_concurrency(self, values):
+        return self.limit
+
+
+def test_a_cap_runs_the_items_that_many_at_once_in_item_order(virtual):
+    op = Capped((per_item(),), limit=2)
+    (out,), elapsed, batches = run_each(virtual, op, ["a", "b", "c", "d", "e"])
+    assert out == ["A", "B", "C", "D", "E"]
+    assert batches == [["a", "b"], ["c", "d"], ["e"]]  # never more than 2 in flight, items in order
+    assert elapsed == pytest.approx(3.0)
+    (out,), elapsed, batches = run_each(virtual, Capped((per_item(),), limit=None), ["a", "b", "c"])
+    assert out == ["A", "B", "C"] and batches == [["a", "b", "c"]] and elapsed == pytest.approx(1.0)
