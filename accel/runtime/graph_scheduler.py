@@ -12,6 +12,7 @@ turn that into aborts); other queries never see it. With `on_delta`, the plan's 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import inspect
@@ -220,11 +221,9 @@ class QueryRun:
         """The sub-runs side by side (at most `limit` at once, in item order, where given); if
         any fails, the others are cancelled and the failure of the lowest item raises (as a
         stock `batch` reports the first failing input)."""
-        gate = asyncio.Semaphore(limit) if limit is not None and limit < len(expansions) else None
+        gate = asyncio.Semaphore(limit) if limit is not None and limit < len(expansions) else contextlib.nullcontext()
 
         async def sub_run(expansion: Expansion) -> Any:
-            if gate is None:
-                return await self._sub_run(i, expansion)
             async with gate:
                 return await self._sub_run(i, expansion)
 

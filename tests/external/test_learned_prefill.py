@@ -78,7 +78,9 @@ def test_a_prompt_that_changes_every_run_is_never_warmed(store, chat, llm_proxy,
         return {"context": store.similarity_search(state["question"], k=2)}
 
     def grade(state: State):
-        chat.invoke(f"Is this relevant to {state['question']}? Answer yes or no.")
+        # static text only: a grade quoting the question could rightly be warmed when the
+        # retrieval before it takes long (a loaded machine), which is not what this tests
+        chat.invoke("Is the context relevant to the question? Answer yes or no.")
         return {}
 
     def generate(state: State):
