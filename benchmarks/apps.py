@@ -41,6 +41,7 @@ class ExampleSpec:
     llm_levels: Callable[[int], list[int]] = sequential
     embed_batch: int = 0  # queries embedded together on the critical path
     rerank_pairs: int = 0  # fewest (query, chunk) pairs cross-encoded together on the critical path
+    search_k: int = 0  # chunks one vector search on the critical path returns (0: no search timed)
     app_options: dict[str, Any] = field(default_factory=dict)  # extra build_app keywords
     workload: Callable[..., Any] | None = None  # (queries, max_chars=, seed=) -> Workload; None: the default
 
@@ -57,12 +58,13 @@ EXAMPLES: dict[str, ExampleSpec] = {
         "query expansion into 3 queries, 16 chunks each, rerank to top 3, refine synthesis",
         embed_batch=3,
         rerank_pairs=16,  # the union of the 3 result lists holds at least 16 distinct chunks
+        search_k=16,
     ),
     "naive-rag": ExampleSpec(
         "naive-rag",
         {"langchain": "accel.examples.langchain.naive_rag", "llamaindex": "accel.examples.llamaindex.naive_rag"},
         "chunk 256 / overlap 30, embed, ingest into pgvector, top-3, one call (LangChain) / tree summarize (LlamaIndex)",
-        llm_levels=fan_in, embed_batch=1,
+        llm_levels=fan_in, embed_batch=1, search_k=3,
     ),
     "chat": ExampleSpec(
         "chat", {"llamaindex": "accel.examples.llamaindex.chat"},
@@ -77,7 +79,7 @@ EXAMPLES: dict[str, ExampleSpec] = {
     "contextual-retrieval": ExampleSpec(
         "contextual-retrieval", {"langchain": "accel.examples.langchain.contextual_retrieval"},
         "chunks contextualised by a small LLM before indexing; retrieve 32, rerank to 3, one call",
-        embed_batch=1, rerank_pairs=32,
+        embed_batch=1, rerank_pairs=32, search_k=32,
     ),
     "map-reduce-summary": ExampleSpec(
         "map-reduce-summary", {"langchain": "accel.examples.langchain.summaries"},
@@ -115,7 +117,7 @@ EXAMPLES: dict[str, ExampleSpec] = {
     "rag-repeats": ExampleSpec(
         "rag-repeats", {"langchain": "accel.examples.langchain.advanced_rag"},
         "advanced RAG over 20 documents; questions drawn Zipf (s=1.1, seeded) from 60 distinct ones",
-        embed_batch=3, rerank_pairs=16, workload=_zipf,
+        embed_batch=3, rerank_pairs=16, search_k=16, workload=_zipf,
     ),
 }
 

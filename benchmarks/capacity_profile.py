@@ -7,7 +7,8 @@ stock query spent alone (timed in the stock one-query-at-a-time run). The LLM's 
 batching is measured on fresh prompts of a refine call's size (three workload chunks and a
 question, the app's output length, a new counter in front so vLLM's prefix cache cannot
 flatter the repeats): batch-1 LLM seconds over that gain is the LLM's work at its best batch.
-Vector search (milliseconds here) is left out, which keeps the bound a bound.
+Vector search (milliseconds here) is left out, which keeps the bound a bound. `CapacityProbe`
+measures all this once per bound round, interleaved with the systems' runs (`bounds.py`).
 """
 
 from __future__ import annotations
@@ -66,27 +67,42 @@ async def llm_speedups(base_url: str, model: str, prompt_text: str, max_tokens: 
     return {b: rate / rates[sizes[0]] for b, rate in rates.items()}
 
 
-def profile_work(spec: ExampleSpec, stack: Any, questions: Sequence[str], chunks: Sequence[str],
-                 llm_s_per_query: float, progress: Progress = lambda _: None) -> list[EngineWork]:
-    """Each engine's work per query at its best measured batch size on this machine."""
-    from sentence_transformers import CrossEncoder, SentenceTransformer
+class CapacityProbe:
+    """Each engine's work per query at its best batch size, measurable once per bound round:
+    the models are loaded once, the first round profiles every batch size and later rounds
+    only batch 1 (the LLM's reference) and the best size found."""
 
-    work: list[EngineWork] = []
-    if spec.embed_batch:
-        progress("capacity bound: embedder throughput vs batch size")
-        embedder = SentenceTransformer(stack.embed_model, device="cpu")
-        texts = [questions[i % len(questions)] for i in range(max(TEXT_SIZES))]
-        size, rate = best_of(text_throughputs(lambda b: embedder.encode(texts[:b])))
-        work.append(EngineWork("embed", spec.embed_batch, "texts", rate, size))
-    if spec.rerank_pairs:
-        progress("capacity bound: reranker throughput vs batch size")
-        reranker = CrossEncoder(stack.rerank_model, device="cpu")
-        pairs = [(questions[i % len(questions)], chunks[i % len(chunks)]) for i in range(max(TEXT_SIZES))]
-        size, rate = best_of(text_throughputs(lambda b: reranker.predict(pairs[:b])))
-        work.append(EngineWork("rerank", spec.rerank_pairs, "pairs", rate, size))
-    progress("capacity bound: LLM throughput vs batch size")
-    prompt = " ".join(chunks[:3]) + f"\nQuestion: {questions[0]}\nAnswer:"
-    speedups = asyncio.run(llm_speedups(stack.openai_base_url, stack.model, prompt, stack.max_tokens))
-    size, gain = best_of(speedups)
-    work.append(EngineWork("llm", llm_s_per_query, "batch-1 s", gain, size))
-    return work
+    def __init__(self, spec: ExampleSpec, stack: Any, questions: Sequence[str], chunks: Sequence[str]) -> None:
+        from sentence_transformers import CrossEncoder, SentenceTransformer
+
+        self.spec, self.stack = spec, stack
+        self.best: dict[str, int] = {}
+        self.texts = [questions[i % len(questions)] for i in range(max(TEXT_SIZES))]
+        self.pairs = [(questions[i % len(questions)], chunks[i % len(chunks)]) for i in range(max(TEXT_SIZES))]
+        self.prompt = " ".join(chunks[:3]) + f"\nQuestion: {questions[0]}\nAnswer:"
+        self.embedder = SentenceTransformer(stack.embed_model, device="cpu") if spec.embed_batch else None
+        self.reranker = CrossEncoder(stack.rerank_model, device="cpu") if spec.rerank_pairs else None
+
+    def _sizes(self, engine: str, all_sizes: Sequence[int]) -> Sequence[int]:
+        best = self.best.get(engine)
+        return all_sizes if best is None else tuple(sorted({all_sizes[0], best}))
+
+    def work(self, llm_s_per_query: float, progress: Progress = lambda _: None) -> list[EngineWork]:
+        """Each engine's work per query at its best measured batch size, measured now."""
+        work: list[EngineWork] = []
+        embedder, reranker = self.embedder, self.reranker
+        if embedder is not None:
+            progress("capacity bound: embedder throughput vs batch size")
+            size, rate = best_of(text_throughputs(lambda b: embedder.encode(self.texts[:b]), self._sizes("embed", TEXT_SIZES)))
+            work.append(EngineWork("embed", self.spec.embed_batch, "texts", rate, size))
+        if reranker is not None:
+            progress("capacity bound: reranker throughput vs batch size")
+            size, rate = best_of(text_throughputs(lambda b: reranker.predict(self.pairs[:b]), self._sizes("rerank", TEXT_SIZES)))
+            work.append(EngineWork("rerank", self.spec.rerank_pairs, "pairs", rate, size))
+        progress("capacity bound: LLM throughput vs batch size")
+        speedups = asyncio.run(llm_speedups(self.stack.openai_base_url, self.stack.model, self.prompt, self.stack.max_tokens,
+                                            self._sizes("llm", LLM_SIZES)))
+        size, gain = best_of(speedups)
+        work.append(EngineWork("llm", llm_s_per_query, "batch-1 s", gain, size))
+        self.best.update({w.engine: w.best_batch for w in work})
+        return work

@@ -50,6 +50,8 @@ class Driver(Protocol):
 
     def chunks(self, documents: Sequence[dict[str, Any]]) -> list[str]: ...
 
+    def search(self, index: Any, vector: Sequence[float], k: int) -> Any: ...
+
     def close(self) -> None: ...
 
 
@@ -70,6 +72,10 @@ class LangChainDriver:
 
     def call(self, app: Any, question: str) -> str:
         return _text(app.invoke({"question": question}))
+
+    def search(self, index: Any, vector: Sequence[float], k: int) -> Any:
+        """One vector search on the run's PGVector store (for the critical-path bound)."""
+        return index.similarity_search_by_vector(list(vector), k=k)
 
     def batch(self, app: Any, questions: Sequence[str], concurrency: int) -> list[str | BaseException]:
         results = app.batch([{"question": q} for q in questions], config={"max_concurrency": concurrency}, return_exceptions=True)
@@ -135,6 +141,12 @@ class LlamaIndexDriver:
 
         splitter = SentenceSplitter(chunk_size=CHUNK_SIZE, chunk_overlap=CHUNK_OVERLAP)
         return [node.get_content() for node in splitter.get_nodes_from_documents([Document(text=d["text"]) for d in documents])]
+
+    def search(self, index: Any, vector: Sequence[float], k: int) -> Any:
+        """One vector search on the run's PGVectorStore (for the critical-path bound)."""
+        from llama_index.core.vector_stores.types import VectorStoreQuery
+
+        return index.vector_store.query(VectorStoreQuery(query_embedding=list(vector), similarity_top_k=k))
 
     def call(self, app: Any, question: str) -> str:
         if _is_chat_engine(app):

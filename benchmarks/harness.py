@@ -18,10 +18,12 @@ import httpx
 
 from accel.engines.errors import InvalidRequest
 
-from . import bounds, metrics, prompt_cache
+from . import bounds, metrics, prompt_cache, spread
 from .apps import example
+from .capacity_profile import CapacityProbe
 from .drivers import driver_for
-from .runner import MODES, Mode, SystemRun, run_system
+from .lower_bound import encoder_probe
+from .runner import MODES, Mode, SystemRun, run_rounds, run_system
 from .systems import ACCEL, BASELINES, LLAMADISTPC, STOCK_CONCURRENT, STOCK_SEQUENTIAL, Apps, select
 from .summary import verdict
 from .workload import DEFAULT_MODULES, Workload, build_workload
@@ -137,33 +139,87 @@ def compare(config: BenchConfig, stack: Any, progress: Progress = lambda _: None
 
 
 def _compare(config: BenchConfig, stack: Any, progress: Progress, indexed: Indexed, systems: list[Any], driver: Any) -> dict[str, Any]:
-    workload = indexed.workload
+    workload, spec = indexed.workload, example(config.example)
     apps = _apps(config, stack, indexed.index)
-    rates = (config.rates or DEFAULT_RATES) if config.mode == "poisson" else (None,)
+    rates = tuple(sorted(config.rates or DEFAULT_RATES)) if config.mode == "poisson" else (None,)
     resets: list[bool] = []
+
+    def reset() -> None:
+        resets.append(reset_prefix_cache(stack.openai_base_url))
+
+    meter = _meter(config, stack, driver, apps, indexed, reset, progress)
+    rounds: list[bounds.Round | None] = []
+    if config.mode == "single":
+        runs = {name: [run] for name, run in _rounds(config, systems, apps, driver, workload.questions, reset, meter, rounds, progress).items()}
+    else:
+        runs = _runs(config, systems, apps, driver, workload, rates, reset, stack, meter, rounds, progress)
+    runs_at = [{name: rs[i] for name, rs in runs.items() if i < len(rs)} for i in range(len(rates))]
+    arrivals = {rate: workload.with_arrivals(rate).arrivals for rate in rates if rate}
+    measured = bounds.Measured(spec, config.mode, config.queries, arrivals)
+    summary = bounds.settle(measured, rounds, lambda i: meter.round(i % len(workload.questions)), dict(zip(rates, runs_at)),
+                            progress=progress)
+    return _report(config, workload.questions, runs_at, stack, all(resets) and bool(resets), measured, summary)
+
+
+def _meter(config: BenchConfig, stack: Any, driver: Any, apps: Apps, indexed: Indexed, reset: Callable[[], None],
+           progress: Progress) -> bounds.Meter:
+    """The bound's instruments, loaded before the first round."""
+    spec, questions = example(config.example), indexed.workload.questions
+    chunks = driver.chunks(indexed.workload.documents)
+
+    def time_stock(i: int) -> list[float] | None:
+        reset()  # stock's prompts as a lone stock query finds them
+        with driver.timing() as timer:
+            try:
+                driver.call(apps.stock, questions[i])
+            except Exception:  # a failing query gives no round; the systems' runs report failures
+                return None
+        return timer.durations()
+
+    capacity = None if config.mode == "single" else CapacityProbe(spec, stack, questions, chunks)
+    return bounds.Meter(spec, time_stock, encoder_probe(spec, stack, driver, indexed.index, questions, chunks), capacity, progress)
+
+
+def _rounds(config: BenchConfig, systems: list[Any], apps: Apps, driver: Any, questions: list[str], reset: Callable[[], None],
+            meter: bounds.Meter, rounds: list[bounds.Round | None], progress: Progress) -> dict[str, SystemRun]:
+    """Single mode: every system takes its turn on each query, then the bound measures its round."""
+    stock_runs = any(s.name == STOCK_SEQUENTIAL for s in systems)
+
+    def after(i: int, calls: list[float] | None) -> None:
+        rounds.append(None if stock_runs and calls is None else meter.round(i, calls))
+        progress(f"round {i + 2}/{len(questions)}" if i + 1 < len(questions) else "checking the bound against every system")
+
+    progress(f"round 1/{len(questions)}: {len(systems)} systems one query each, then the bound")
+    runs = run_rounds(systems, apps, driver, questions, before=reset, timed=STOCK_SEQUENTIAL, after_round=after)
+    if any(s.accel for s in systems):
+        import accel
+
+        accel.shutdown()
+    return runs
+
+
+def _runs(config: BenchConfig, systems: list[Any], apps: Apps, driver: Any, workload: Workload, rates: tuple[float | None, ...],
+          reset: Callable[[], None], stack: Any, meter: bounds.Meter, rounds: list[bounds.Round | None],
+          progress: Progress) -> dict[str, list[SystemRun]]:
+    """Batch / Poisson: each system's run, with a bound round after each at the highest rate."""
     runs: dict[str, list[SystemRun]] = {}
     for rate in rates:
         arrivals = workload.with_arrivals(rate).arrivals if rate else ()
         for system in systems:
             progress(f"{system.name}" + (f" @ {rate}/s" if rate else ""))
             tokens = prompt_cache.counts(stack.openai_base_url)
-            run = run_system(
-                system, apps, driver, workload.questions, config.mode, arrivals=arrivals, rate=rate,
-                concurrency=config.concurrency, before=lambda: resets.append(reset_prefix_cache(stack.openai_base_url)),
-                time_llm=system.name == STOCK_SEQUENTIAL and config.mode == "single",
-            )
+            run = run_system(system, apps, driver, workload.questions, config.mode, arrivals=arrivals, rate=rate,
+                             concurrency=config.concurrency, before=reset)
             run.prompt_cache = prompt_cache.delta(tokens, prompt_cache.counts(stack.openai_base_url))
             runs.setdefault(system.name, []).append(run)
             if system.accel:
                 import accel
 
                 accel.shutdown()  # each accel system starts from fresh sessions and engines
-    if config.mode != "single":  # stock's LLM calls are timed after the runs: forget their prompts first
-        reset_prefix_cache(stack.openai_base_url)
-    llm_calls = bounds.stock_llm_calls(runs, STOCK_SEQUENTIAL, driver, apps.stock, workload.questions, progress)
-    measured = bounds.measure(example(config.example), config.mode, stack, workload, rates, llm_calls,
-                              driver.chunks(workload.documents), progress)
-    return _report(config, workload.questions, runs, stack, all(resets) and bool(resets), measured)
+            if rate == rates[-1]:
+                progress(f"bound round {len(rounds) + 1}: stock's LLM calls, engine throughputs")
+                rounds.append(meter.round(len(rounds) % len(workload.questions)))
+    return runs
 
 
 def equality_reference(runs: dict[str, SystemRun]) -> SystemRun | None:
@@ -172,20 +228,19 @@ def equality_reference(runs: dict[str, SystemRun]) -> SystemRun | None:
     return runs.get(STOCK_SEQUENTIAL) or runs.get(STOCK_CONCURRENT)
 
 
-def _report(config: BenchConfig, questions: list[str], runs: dict[str, list[SystemRun]], stack: Any, reset: bool,
-            measured: dict[str, Any]) -> dict[str, Any]:
+def _report(config: BenchConfig, questions: list[str], runs_at: list[dict[str, SystemRun]], stack: Any, reset: bool,
+            measured: bounds.Measured, summary: dict[str, Any]) -> dict[str, Any]:
     per_rate: list[dict[str, Any]] = []
-    runs_at: list[dict[str, SystemRun]] = []
-    for i, rate in enumerate(sorted({r.rate for rs in runs.values() for r in rs}, key=lambda r: r or 0)):
-        at = {name: rs[i] for name, rs in runs.items() if i < len(rs)}
-        runs_at.append(at)
+    for at in runs_at:
         reference = equality_reference(at)
         per_rate.append({
-            "rate": rate,
+            "rate": next(iter(at.values())).rate if at else None,
             "systems": {name: metrics.summarize(run, reference) for name, run in at.items()},
             "speedup_vs_stock": metrics.speedups(at, STOCK_SEQUENTIAL, config.mode),
             "speedup_vs_stock_concurrent": metrics.speedups(at, STOCK_CONCURRENT, config.mode),
             "speedup_vs_llamadistpc": metrics.speedups(at, LLAMADISTPC, config.mode),
+            "speedup_spread": {"vs_stock": spread.speedup_spreads(at, STOCK_SEQUENTIAL, config.mode),
+                               "vs_stock_concurrent": spread.speedup_spreads(at, STOCK_CONCURRENT, config.mode)},
         })
     main = max(per_rate, key=lambda r: r["rate"] or 0)  # poisson: the highest (most loaded) rate
     report: dict[str, Any] = {
@@ -199,7 +254,7 @@ def _report(config: BenchConfig, questions: list[str], runs: dict[str, list[Syst
         "engines": {"llm": stack.model, "llm_server": stack.openai_base_url, "embed": stack.embed_model, "rerank": stack.rerank_model},
         "prefix_cache_reset_between_systems": reset,
         "questions": questions,
-        "equality_reference": next((name for name in (STOCK_SEQUENTIAL, STOCK_CONCURRENT) if name in runs), None),
+        "equality_reference": next((name for name in (STOCK_SEQUENTIAL, STOCK_CONCURRENT) if name in runs_at[-1]), None),
         "baselines": list(BASELINES),
         "latency": {name: s["latency"] for name, s in main["systems"].items()},
         "equal_rate": {name: s["equal_rate"] for name, s in main["systems"].items()},
@@ -207,11 +262,12 @@ def _report(config: BenchConfig, questions: list[str], runs: dict[str, list[Syst
         "speedup_vs_stock": main["speedup_vs_stock"],
         "speedup_vs_stock_concurrent": main["speedup_vs_stock_concurrent"],
         "speedup_vs_llamadistpc": main["speedup_vs_llamadistpc"],
+        "speedup_spread": main["speedup_spread"],
         "systems": main["systems"],
         "rates": per_rate if config.mode == "poisson" else [],
         "lower_bound": None,
         "capacity_bound": None,
     }
-    bounds.attach(report, measured, runs_at, ACCEL)
+    bounds.attach(report, measured, summary, runs_at, ACCEL)
     report["verdict"] = verdict(report)
     return report

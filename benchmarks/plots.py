@@ -26,7 +26,7 @@ def bars(report: dict[str, Any], path: Path) -> Path:
     ax.bar(names, values, color=colors)
     bound = report.get("bound") or {}
     title = f"{report['example']} · {report['framework']} · {report['mode']} · {report['config']['queries']} queries"
-    if bound.get("value_s"):
+    if bound.get("value_s") and bound.get("established", True):  # a bound above a measured system is no bound
         ax.axhline(bound["value_s"], color="#d62728", linestyle="--", label=f"{bound['kind']} bound")
         ax.legend()
         if bound.get("accel_over_bound"):
@@ -48,7 +48,8 @@ def latency_vs_rate(report: dict[str, Any], path: Path) -> Path:
             rates = [rate for rate, _ in points]
             mean_ax.plot(rates, [lat["mean"] for _, lat in points], marker="o", label=name)
             p95_ax.plot(rates, [lat["p95"] for _, lat in points], marker="o", label=name)
-    bounds = [(at["rate"], at["bound_p95_s"]) for at in report["rates"] if at.get("bound_p95_s")]
+    established = (report.get("bound") or {}).get("established", True)
+    bounds = [(at["rate"], at["bound_p95_s"]) for at in report["rates"] if at.get("bound_p95_s") and established]
     if bounds:
         p95_ax.plot([r for r, _ in bounds], [b for _, b in bounds], color="#d62728", linestyle="--", label="capacity bound")
     for ax, what in ((mean_ax, "mean"), (p95_ax, "p95")):

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .summary import bound_line
+
 
 def _num(value: float | None, fmt: str = "{:.2f}") -> str:
     return "—" if value is None else fmt.format(value)
@@ -39,18 +41,19 @@ def markdown(report: dict[str, Any]) -> str:
             f"| {_num(report['speedup_vs_llamadistpc'].get(name), '{:.2f}x')} "
             f"| {_num(summary['equal_rate'], '{:.0%}')} |"
         )
-    bound = report.get("lower_bound")
-    if bound and bound.get("mean_s"):
-        lines += ["", f"Critical-path lower bound (mean per query): {bound['mean_s']:.2f} s"
-                      + (f"; accel-topology / bound = {_num(bound.get('accel_over_bound'), '{:.2f}')}." if mode == "single" else ".")]
+    line = bound_line(report)
+    if line:
+        bound = report["bound"]
+        spread = bound.get("accel_over_bound_spread") or {}
+        ratio = (f"; {bound.get('system', 'accel')} / bound = {bound['accel_over_bound']:.2f}"
+                 + (f" ({spread['low']:.2f}-{spread['high']:.2f} over the rounds)" if spread.get("rounds", 0) > 1 else "")
+                 if bound.get("accel_over_bound") is not None else "")
+        lines += ["", line[0].upper() + line[1:] + ratio + "."]
     capacity = report.get("capacity_bound")
-    if capacity:
+    if capacity and capacity.get("engines"):
         engines = ", ".join(f"{e['engine']} {e['items_per_query']:.3g} {e['unit']}/query at {e['best_throughput']:.3g}/s "
                             f"(batch {e['best_batch']})" for e in capacity["engines"])
-        what = "makespan" if mode == "batch" else "p95 latency at the highest rate"
-        value = capacity["makespan_s"] if mode == "batch" else max(capacity["rates"], key=lambda e: e["rate"])["p95_s"]
-        lines += ["", f"Capacity bound ({what}): {value:.2f} s from {engines}; "
-                      f"accel-topology / bound = {_num(capacity.get('accel_over_bound'), '{:.2f}')}."]
+        lines.append(f"Capacity bound's median round: {engines}.")
     failures = {n: s for n, s in report["systems"].items() if s["failed_queries"]}
     for name, summary in failures.items():
         lines.append(f"- {name}: {summary['failed_queries']} failed queries, first: `{summary['errors'][0][:160]}`")

@@ -1,7 +1,9 @@
 """Runs one workload through each system and records latencies, outputs and failures.
 
 Modes (all systems see the same questions in the same order):
-- single: one query at a time; latency of a lone query.
+- single: one query at a time; latency of a lone query. The systems take turns in rounds
+  (`run_rounds`): round i runs query i on every system, the first system rotating, then
+  measures the bound's round, so machine load moves every system and the bound alike.
 - batch: all queries at once; concurrent systems get them as one stock batch (LangChain
   `batch`, LlamaIndex `gather`) or, wrapped, the same call on the wrapped app.
 - poisson: queries arrive at seeded Poisson times; each is served on its own thread (one thread
@@ -37,7 +39,7 @@ class SystemRun:
     errors: list[str] = field(default_factory=list)
     makespan_s: float | None = None
     setup_error: str | None = None
-    llm_calls: list[list[float]] = field(default_factory=list)  # per query, single mode, timed runs
+    llm_calls: list[list[float]] = field(default_factory=list)  # per query: the run_rounds system timed for the bound
     prompt_cache: dict[str, Any] | None = None  # the server's prompt / cached tokens during the run
 
     @property
@@ -49,14 +51,14 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:500]
 
 
-def _timed(driver: Driver, app: Any, question: str) -> tuple[float, str | None, str | None]:
-    start = time.perf_counter()
+def _timed(driver: Driver, app: Any, question: str, clock: Callable[[], float] = time.perf_counter) -> tuple[float, str | None, str | None]:
+    start = clock()
     try:
         text: str | None = driver.call(app, question)
         error = None
     except Exception as exc:  # a failing query is a result, not a crash of the harness
         text, error = None, _describe(exc)
-    return time.perf_counter() - start, text, error
+    return clock() - start, text, error
 
 
 def _record(run: SystemRun, results: Sequence[tuple[float | None, str | None, str | None]]) -> SystemRun:
@@ -68,17 +70,9 @@ def _record(run: SystemRun, results: Sequence[tuple[float | None, str | None, st
     return run
 
 
-def run_single(driver: Driver, app: Any, questions: Sequence[str], run: SystemRun, *, time_llm: bool = False) -> SystemRun:
-    """`time_llm`: also time each query's LLM calls (for the critical-path lower bound)."""
+def run_single(driver: Driver, app: Any, questions: Sequence[str], run: SystemRun) -> SystemRun:
     start = time.perf_counter()
-    results = []
-    for question in questions:
-        if not time_llm:
-            results.append(_timed(driver, app, question))
-            continue
-        with driver.timing() as calls:
-            results.append(_timed(driver, app, question))
-        run.llm_calls.append(calls.durations())
+    results = [_timed(driver, app, question) for question in questions]
     run.makespan_s = time.perf_counter() - start
     return _record(run, results)
 
@@ -118,6 +112,51 @@ def run_poisson(driver: Driver, app: Any, questions: Sequence[str], arrivals: Se
     return _record(run, results)
 
 
+def _setup(system: System, apps: Apps, driver: Driver, run: SystemRun, before: Callable[[], None]) -> Any:
+    """Build the system's app and warm it up with one query outside the workload; None (and
+    `run.setup_error` set) when that fails."""
+    try:
+        app = system.build(apps)
+        before()
+        driver.call(app, WARMUP_QUESTION)
+    except Exception as exc:
+        run.setup_error = _describe(exc) + "\n" + traceback.format_exc(limit=3)[-800:]
+        return None
+    return app
+
+
+def run_rounds(systems: Sequence[System], apps: Apps, driver: Driver, questions: Sequence[str], *,
+               before: Callable[[], None] = lambda: None, timed: str = "",
+               after_round: Callable[[int, list[float] | None], None] = lambda i, calls: None,
+               clock: Callable[[], float] = time.perf_counter) -> dict[str, SystemRun]:
+    """Single mode in rounds: query i on every system in turn (the first one rotating, so no
+    system always finds the server's prefix cache warm from another), then `after_round(i,
+    LLM call durations of system `timed` on query i, None if it failed or did not run)`.
+    `clock`: injectable, so a test can run fake engines on a virtual clock."""
+    runs = {s.name: SystemRun(s.name, "single") for s in systems}
+    apps_of = {s.name: app for s in systems if (app := _setup(s, apps, driver, runs[s.name], before)) is not None}
+    ready = list(apps_of)
+    busy = dict.fromkeys(ready, 0.0)
+    for i, question in enumerate(questions):
+        calls: list[float] | None = None
+        shift = i % len(ready) if ready else 0
+        for name in ready[shift:] + ready[:shift]:
+            before()
+            if name != timed:
+                result = _timed(driver, apps_of[name], question, clock)
+            else:
+                with driver.timing() as timer:
+                    result = _timed(driver, apps_of[name], question, clock)
+                runs[name].llm_calls.append(timer.durations())
+                calls = timer.durations() if result[2] is None else None
+            busy[name] += result[0]
+            _record(runs[name], [result])
+        after_round(i, calls)
+    for name in ready:
+        runs[name].makespan_s = busy[name]  # its own queries' time: the rounds interleave the systems
+    return runs
+
+
 def run_system(
     system: System,
     apps: Apps,
@@ -129,19 +168,14 @@ def run_system(
     rate: float | None = None,
     concurrency: int = 16,
     before: Callable[[], None] = lambda: None,
-    time_llm: bool = False,
 ) -> SystemRun:
     """Build the system's app, warm it up with one query outside the workload, run the mode."""
     run = SystemRun(system.name, mode, rate)
-    try:
-        app = system.build(apps)
-        before()
-        driver.call(app, WARMUP_QUESTION)
-    except Exception as exc:
-        run.setup_error = _describe(exc) + "\n" + traceback.format_exc(limit=3)[-800:]
+    app = _setup(system, apps, driver, run, before)
+    if app is None:
         return run
     if mode == "single":
-        return run_single(driver, app, questions, run, time_llm=time_llm)
+        return run_single(driver, app, questions, run)
     if mode == "batch":
         return run_batch(driver, app, questions, run, system, concurrency)
     return run_poisson(driver, app, questions, arrivals, run, system, concurrency)

@@ -58,14 +58,32 @@ def verdict(report: dict[str, Any]) -> str:
     facts = f"{_queries(queries)}, " + ("answers not compared" if equal is None else f"{equal:.0%} equal answers")
     if summary["failed_queries"]:
         facts += f", {summary['failed_queries']} failed"
+    spread = ((report.get("speedup_spread") or {}).get(SPREAD_KEY.get(reference or "", "")) or {}).get(name)
     if ratio is None:
         head = f"{who}: no comparison with {phrase}"
     elif report["mode"] == "poisson":
         rate = max((at["rate"] for at in report.get("rates") or []), default=None)
-        head = f"{who} p95 latency {_times(ratio, 'lower', 'higher')} than {phrase}" + (f" at {rate:g} q/s" if rate else "")
+        head = (f"{who} p95 latency {_times(ratio, 'lower', 'higher')} than {phrase}" + (f" at {rate:g} q/s" if rate else "")
+                + _noise(spread, ratio))
     else:
-        head = f"{who} {_times(ratio, 'faster', 'slower')} than {phrase}"
+        head = f"{who} {_times(ratio, 'faster', 'slower')} than {phrase}" + _noise(spread, ratio)
     return f"{head} ({facts}); {_bound_phrase(_bound(report))}"
+
+
+SPREAD_KEY = {STOCK_SEQUENTIAL: "vs_stock", STOCK_CONCURRENT: "vs_stock_concurrent"}
+
+
+def _noise(spread: dict[str, Any] | None, ratio: float, invert: bool = True) -> str:
+    """The ratio's run-to-run spread over the run's rounds, as shown (a ratio below 1 is shown
+    inverted: "1.25x slower"), and "within noise" when it covers 1.0."""
+    if not spread:
+        return ""
+    if spread["rounds"] <= 1:
+        return " [one round: no spread]"
+    low, high = spread["low"], spread["high"]
+    if invert and ratio < 1:
+        low, high = 1 / high, 1 / low
+    return f" [{low:.2f}-{high:.2f}" + (": within noise]" if spread["within_noise"] else "]")
 
 
 def _bound(report: dict[str, Any]) -> dict[str, Any] | None:
@@ -88,12 +106,25 @@ def _times(ratio: float, better: str, worse: str) -> str:
 
 
 def _bound_phrase(bound: dict[str, Any] | None) -> str:
-    if not bound or bound.get("accel_over_bound") is None:
+    """accel / bound with its spread; a bound above a measured system is no bound at all."""
+    if not bound or bound.get("value_s") is None:
         return f"no {bound['kind'] if bound else 'lower'} bound measured"
-    ratio = bound["accel_over_bound"]
-    if ratio >= 1:
-        return f"{ratio:.2f}x above the {bound['kind']} bound"
-    return f"{ratio:.2f}x the {bound['kind']} bound (under it: the bound is an estimate, see docs/benchmarks.md)"
+    ratio = bound.get("accel_over_bound")
+    if bound.get("established") is False or (ratio is not None and ratio < 1):  # reports before the check: ratio < 1
+        return f"{bound['kind']} bound not established ({_violation(bound)})"
+    if ratio is None:
+        return f"no accel / {bound['kind']} bound ratio"
+    return f"{ratio:.2f}x the {bound['kind']} bound" + _noise(bound.get("accel_over_bound_spread"), ratio, invert=False)
+
+
+def _violation(bound: dict[str, Any]) -> str:
+    """Why the bound does not hold: the first system it came out above."""
+    found = bound.get("violations") or []
+    if not found:
+        return f"{bound['value_s']:.2f} s, above accel's measurement"
+    first = found[0]
+    after = f" after {bound['remeasured']} re-measurement{'s' if bound['remeasured'] != 1 else ''}" if bound.get("remeasured") else ""
+    return f"{first['bound_s']:.2f} s measured, above {first['system']}'s {first['measured_s']:.2f} s{after}"
 
 
 def labels(names: list[str]) -> dict[str, str]:
@@ -194,11 +225,17 @@ def rates_table(report: dict[str, Any], width: int = 80) -> str:
 
 
 def bound_line(report: dict[str, Any]) -> str:
+    """The bound's value, its spread over the bound's rounds, or why it is not established."""
     bound = _bound(report) or {}
     if bound.get("value_s") is None:
         return ""
     what = {"mean latency": "mean per query", "makespan": "makespan", "p95 latency": "p95 at the highest rate"}
-    return f"{bound['kind']} bound: {bound['value_s']:.2f} s ({what.get(bound['metric'], bound['metric'])})"
+    stat = what.get(bound["metric"], bound["metric"])
+    if bound.get("rounds"):
+        stat += f"; min {bound['min_s']:.2f}, median {bound['median_s']:.2f} over {bound['rounds']} rounds"
+    if bound.get("established") is False:
+        return f"{bound['kind']} bound not established: {_violation(bound)} ({stat})"
+    return f"{bound['kind']} bound: {bound['value_s']:.2f} s ({stat})"
 
 
 def legend(report: dict[str, Any], width: int = 80) -> str:

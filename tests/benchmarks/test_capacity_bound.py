@@ -4,6 +4,8 @@ queue only when they come faster than the machine's capacity."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from accel.benchmarks.capacity_bound import EngineWork, capacity_bound, device_seconds, online_bound
@@ -50,3 +52,36 @@ def test_work_without_throughput_is_a_typed_error() -> None:
         capacity_bound([EngineWork("llm", 1.0, "batch-1 s", 0.0, 1)], 4)
     with pytest.raises(InvalidRequest):
         capacity_bound(WORK, 0)
+
+
+def _capacity_round(query: int, llm_s: float) -> Any:
+    from accel.benchmarks.bounds import CapacityRound
+    from accel.benchmarks.lower_bound import BoundRound
+
+    work = [EngineWork("embed", 3, "texts", 30.0, 8), EngineWork("llm", llm_s, "batch-1 s", 3.0, 16)]
+    return CapacityRound(BoundRound(query, (llm_s,), {}), work)
+
+
+@pytest.mark.parametrize("mode", ["batch", "poisson"])
+def test_batch_and_poisson_bounds_above_a_measured_system_are_re_measured_or_not_established(mode: str) -> None:
+    from accel.benchmarks import bounds
+    from accel.benchmarks.apps import ExampleSpec
+    from accel.benchmarks.runner import SystemRun
+
+    spec = ExampleSpec("fake", {}, "one LLM call", embed_batch=3)
+    # 10 queries together: 10 x (0.1 s embed + llm_s / 3); a loaded round timed llm_s 3.0 instead of 1.2
+    arrivals = {2.0: [0.0] * 10}
+    system = SystemRun("accel-topology", mode, 2.0 if mode == "poisson" else None, latencies=[float(i + 1) for i in range(10)],
+                       makespan_s=6.0)
+    measured = bounds.Measured(spec, mode, 10, arrivals if mode == "poisson" else {})
+    runs = {2.0 if mode == "poisson" else None: {"accel-topology": system}}
+    loaded = [_capacity_round(0, 3.0), _capacity_round(1, 3.0)]
+    held = bounds.settle(measured, list(loaded), lambda i: _capacity_round(i, 1.2), runs)
+    assert held["established"] and held["remeasured"] == 1
+    assert measured.value(held, 2.0) == pytest.approx(5.0 if mode == "batch" else 4.775)  # p95 of 0.5 .. 5.0 s
+    failed = bounds.settle(measured, list(loaded), lambda i: _capacity_round(i, 3.0), runs)
+    assert not failed["established"] and failed["remeasured"] == bounds.MAX_PASSES
+    assert failed["violations"][0]["system"] == "accel-topology"
+    report = {"mode": mode, "headline_metric": "makespan" if mode == "batch" else "p95 latency", "rates": []}
+    bounds.attach(report, measured, failed, [runs[next(iter(runs))]], "accel-topology")
+    assert report["bound"]["accel_over_bound"] is None and report["capacity_bound"]["accel_over_bound"] is None

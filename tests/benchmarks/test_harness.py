@@ -34,6 +34,16 @@ def _check_accel(report: dict[str, Any], name: str) -> None:
     assert report["latency"][name] is not None and report["speedup_vs_stock"][name] is not None
 
 
+def _check_bound(report: dict[str, Any]) -> None:
+    """The bound holds (never above a measured system, so accel / bound >= 1) or says it does not."""
+    bound = report["bound"]
+    if bound["established"]:
+        assert bound["accel_over_bound"] >= 1 and not bound["violations"]
+    else:
+        assert bound["accel_over_bound"] is None and bound["violations"] and "not established" in report["verdict"]
+    assert "under" not in report["verdict"]
+
+
 def _bench_indexes(stack: StackConfig) -> set[str]:
     """The `bench_*` LangChain collections and LlamaIndex tables in the stack's Postgres."""
     import psycopg
@@ -61,7 +71,8 @@ def test_single_mode_report(stack: StackConfig, framework: str, tmp_path: Path) 
     assert report["speedup_vs_stock"]["stock-sequential"] == 1.0
     bound = report["lower_bound"]
     assert bound["llm_calls_per_query"] == [4, 4]
-    assert bound["mean_s"] > 0 and set(bound["profiled_steps_s"]) == {"embed x3", "rerank x16"}
+    assert bound["mean_s"] > 0 and set(bound["profiled_steps_s"]) == {"embed x3", "search k16", "rerank x16"}
+    assert bound["queries"] == [0, 1] and bound["min_s"] <= bound["median_s"]  # measured in the run's rounds
     for name in ("accel-topology", "accel-no-prefill_split"):
         _check_accel(report, name)
 
@@ -70,7 +81,8 @@ def test_single_mode_report(stack: StackConfig, framework: str, tmp_path: Path) 
     path = reports.write_json(report, tmp_path / "out.json")
     assert json.loads(path.read_text())["example"] == "advanced-rag"
     table = reports.markdown(report)
-    assert "| stock-sequential |" in table and "lower bound" in table
+    assert "| stock-sequential |" in table and "critical-path bound" in table.lower()
+    _check_bound(report)
     assert report["bound"]["kind"] == "critical-path" and report["bound"]["value_s"] == bound["mean_s"]
     assert report["verdict"].startswith("accel ") and report["verdict"] in table
 
@@ -83,11 +95,12 @@ def test_batch_and_poisson_modes(stack: StackConfig, tmp_path: Path) -> None:
     capacity = batch["capacity_bound"]  # the batch's work at each engine's best batch size
     assert {e["engine"] for e in capacity["engines"]} == {"embed", "rerank", "llm"}
     assert all(e["best_throughput"] > 0 for e in capacity["engines"])
-    assert capacity["makespan_s"] >= capacity["critical_path_s"] > 0
+    assert capacity["critical_path_s"] > 0 and len(capacity["per_round_s"]) == len(SYSTEMS)  # a round after each system
+    _check_bound(batch)
     assert batch["bound"]["kind"] == "capacity" and batch["bound"]["value_s"] == capacity["makespan_s"]
     for name in ("accel-topology", "accel-no-prefill_split"):
         _check_accel(batch, name)
-    assert batch["bound"]["accel_over_bound"] > 0 and "capacity bound" in batch["verdict"]
+    assert "capacity bound" in batch["verdict"]
     assert "Capacity bound (makespan)" in reports.markdown(batch)
 
     online = compare(_config("langchain", "poisson", rates=(0.5, 2.0)), stack)
@@ -97,6 +110,7 @@ def test_batch_and_poisson_modes(stack: StackConfig, tmp_path: Path) -> None:
         assert at["systems"]["accel-topology"]["equal_rate"] == 1.0
         assert at["systems"]["llamadistpc"]["latency"]["p95"] > 0
     assert all(at["bound_p95_s"] > 0 for at in online["rates"])
+    _check_bound(online)
     assert online["bound"]["kind"] == "capacity" and online["bound"]["value_s"] == online["rates"][-1]["bound_p95_s"]
     written = plots.plot(online, tmp_path / "online.png")
     assert [p.name for p in written] == ["online.png", "online-rates.png"]

@@ -43,7 +43,7 @@ def test_nine_systems_of_a_single_run_with_ablations_read_in_full() -> None:
     text = summary.render(_report("single"), width=80)
     for label in ("stock", "llamadistpc", "accel", "accel-po", "accel-to", "no-prune", "no-stage", "no-prefill", "no-decode"):
         assert any(line.startswith(label + " ") for line in text.splitlines()), label
-    assert "1.54x above the critical-path bound" in text.splitlines()[0] + " " + text.splitlines()[1]
+    assert "1.54x the critical-path bound" in text.splitlines()[0] + " " + text.splitlines()[1]
 
 
 def test_a_narrow_terminal_gets_one_block_per_system() -> None:
@@ -71,3 +71,27 @@ def test_poisson_rates_table_has_one_row_per_system() -> None:
     rates = summary.rates_table(report, 80).splitlines()
     assert rates[0].split()[-2:] == ["0.3", "0.6"]
     assert len(rates) == 1 + len(report["systems"])
+
+
+def test_verdict_carries_each_ratios_spread_and_says_within_noise_when_it_covers_one() -> None:
+    from accel.benchmarks.spread import mean, ratio_spread
+
+    noisy = ratio_spread([3.0, 3.6, 3.3, 3.9], [3.5, 3.1, 3.6, 3.4], mean)
+    clear = ratio_spread([3.0, 3.6, 3.3, 3.9], [2.0, 2.3, 2.2, 2.5], mean)
+    assert noisy is not None and noisy["within_noise"] and noisy["low"] < 1 < noisy["high"]
+    assert clear is not None and not clear["within_noise"] and clear["low"] > 1
+    report = _report("single")
+    report["speedup_spread"] = {"vs_stock": {"accel-topology": noisy}}
+    report["bound"] = {"kind": "critical-path", "metric": "mean latency", "value_s": 1.35, "established": True,
+                       "accel_over_bound": 1.54, "accel_over_bound_spread": clear, "min_s": 1.2, "median_s": 1.3, "rounds": 8}
+    line = summary.verdict(report)
+    assert f"faster than stock LangChain [{noisy['low']:.2f}-{noisy['high']:.2f}: within noise]" in line
+    assert line.endswith(f"1.54x the critical-path bound [{clear['low']:.2f}-{clear['high']:.2f}]")
+    assert "min 1.20, median 1.30 over 8 rounds" in summary.bound_line(report)
+
+
+def test_a_bound_above_accel_is_never_reported_as_under_it() -> None:
+    report = _report("single")
+    report["lower_bound"]["accel_over_bound"] = 0.87  # a report from before the bound was checked
+    line = summary.verdict(report)
+    assert "critical-path bound not established" in line and "under" not in line
