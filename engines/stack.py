@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from accel.config import Settings, settings as current_settings
 
 from .errors import EngineError, EngineUnavailable
+from .stack_home import home_tag, locked_home, locked_home_sync, tagged_servers
 
 Report = Callable[[str], None]
 
@@ -94,8 +95,14 @@ async def up(cfg: Settings | None = None, *, report: Report = _quiet, max_model_
     it restarts only what stopped, on the recorded port and socket, so chains built on the
     recorded URLs work again without being rebuilt. `replicas > 1` starts that many vLLM
     servers (wrapped apps use them all, `scaleout.py`) and records a local Ray for the
-    embedder and reranker replicas."""
+    embedder and reranker replicas. One `up` at a time per home: a second one waits, then
+    reports the same stack."""
     cfg = cfg or current_settings()
+    async with locked_home(cfg.home, report):
+        return await _up(cfg, report, max_model_len, replicas)
+
+
+async def _up(cfg: Settings, report: Report, max_model_len: int | None, replicas: int) -> StackInfo:
     state = read_state(cfg)
     if state is not None:
         recorded = len(state.replica_urls or [state.openai_base_url])
@@ -200,7 +207,7 @@ async def _launch(cfg: Settings, llm: str, report: Report, *, max_model_len: int
     log_path = cfg.home / "logs" / (f"vllm-server-{index}.log" if index else "vllm-server.log")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     return await launch_server(llm, host=host, port=port, max_model_len=max_model_len, log_path=log_path,
-                               served_model_name=served_model_name)
+                               served_model_name=served_model_name, env=home_tag(cfg.home))
 
 
 def _recorded_port(base_url: str) -> int | None:
@@ -228,15 +235,22 @@ def _write_state(cfg: Settings, info: StackInfo) -> None:
 
 
 def down(cfg: Settings | None = None, *, report: Report = _quiet) -> list[str]:
-    """Stop what `up` started; returns what was stopped."""
+    """Stop what `up` started, and every other vLLM server started for this home; returns
+    what was stopped."""
+    cfg = cfg or current_settings()
+    with locked_home_sync(cfg.home, report):
+        return _down(cfg, report)
+
+
+def _down(cfg: Settings, report: Report) -> list[str]:
     from .llm.server import group_members, stop_pid
     from .vectordb.server import stop_local_postgres
 
-    cfg = cfg or current_settings()
     state = read_state(cfg)
-    stopped: list[str] = []
+    stopped = _stop_unrecorded(cfg, state, report)
     if state is None:
-        report("nothing to stop")
+        if not stopped:
+            report("nothing to stop")
         return stopped
     errors: list[str] = []
     if state.server_pid and group_members(state.server_pid):  # the server or what is left of its group
@@ -264,4 +278,18 @@ def down(cfg: Settings | None = None, *, report: Report = _quiet) -> list[str]:
     cfg.stack_state.unlink(missing_ok=True)
     if errors:
         raise EngineError("stack", "; ".join(errors), "stop the processes by hand (see `accel doctor`)")
+    return stopped
+
+
+def _stop_unrecorded(cfg: Settings, state: StackInfo | None, report: Report) -> list[str]:
+    """Stop the servers tagged with this home that the state file does not name."""
+    from .llm.server import stop_pid
+
+    recorded = set(state.replica_pids or []) | {state.server_pid} if state else set()
+    stopped = []
+    for pid in tagged_servers(cfg.home):
+        if pid not in recorded:
+            report(f"stopping a vLLM server started for {cfg.home} but not recorded (process group {pid})")
+            stop_pid(pid)
+            stopped.append(f"vllm-server (unrecorded, pid {pid})")
     return stopped

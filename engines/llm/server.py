@@ -7,7 +7,10 @@ server running unnoticed, and stopping the group leaves nothing behind. Its outp
 through a `tee -p` in the same group into a log file: the launcher follows tee's copy (through
 a pipe) until uvicorn reports "Application startup complete" (no polling), then lets go, and
 tee keeps writing the file after the launcher has gone. (A `sh -c '... | tee'` wrapper used to
-lead the group: its pid was recorded, and killing it left the server running.)
+lead the group: its pid was recorded, and killing it left the server running.) A reaper in the
+group waits on the server's pidfd: when the API server dies alone (killed, crashed), it stops the
+rest of the group, so vLLM's EngineCore and workers do not hold memory until the next `accel
+up` or `accel down`.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -111,6 +114,7 @@ async def launch_server(
     extra_args: Sequence[str] = (),
     served_model_name: str | None = None,
     ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
+    env: Mapping[str, str] | None = None,
 ) -> ServerHandle:
     """Start the server and return once it accepts requests.
 
@@ -121,7 +125,7 @@ async def launch_server(
     name = served_model_name or served_name(model)
     log_path = Path(log_path) if log_path else settings().home / "logs" / f"vllm-server-{port}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, **(env or {}), PYTHONUNBUFFERED="1")
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(settings().kv_cache_gib))
 
     command = server_command(model, host=host, port=port, served_model_name=name,
@@ -146,9 +150,35 @@ async def launch_server(
     return handle
 
 
-_SPAWN = 'exec > >(exec tee -p -a "$ACCEL_SERVER_LOG") 2>&1; exec "$@"'
-"""bash runs tee through a process substitution, then becomes the server (exec): the server
-keeps the pid of the session leader we started, and tee, its child, stays in its group."""
+_SPAWN = ('exec > >(exec tee -p -a "$ACCEL_SERVER_LOG") 2>&1; '
+          '"$ACCEL_PYTHON" -I -c "$ACCEL_REAPER" $$ & exec "$@"')
+"""bash runs tee through a process substitution and starts the reaper, then becomes the server
+(exec): the server keeps the pid of the session leader we started, and tee and the reaper, its
+children, stay in its group."""
+
+_REAPER = """
+import os, select, signal, sys, time
+try:
+    select.select([os.pidfd_open(int(sys.argv[1]))], [], [])
+except ProcessLookupError:
+    pass
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+group, me = os.getpgid(0), os.getpid()
+left = []
+for entry in os.listdir("/proc"):
+    try:
+        if entry.isdigit() and int(entry) != me and os.getpgid(int(entry)) == group:
+            left.append(os.pidfd_open(int(entry)))
+    except OSError:
+        pass
+os.killpg(group, signal.SIGTERM)
+deadline = time.monotonic() + 10
+for fd in left:
+    select.select([fd], [], [], max(0, deadline - time.monotonic()))
+os.killpg(group, signal.SIGKILL)
+"""
+"""Run in the server's group: once the API server has exited, stop what is left of the group
+(SIGTERM, then SIGKILL after 10 s). It dies with the group when `accel down` stops it first."""
 
 
 def _spawn(command: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen:
@@ -157,7 +187,8 @@ def _spawn(command: list[str], env: dict[str, str], log_path: Path) -> subproces
     return subprocess.Popen(
         ["bash", "-c", _SPAWN, "vllm-server", *command],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        env={**env, "ACCEL_SERVER_LOG": str(log_path)}, start_new_session=True,
+        env={**env, "ACCEL_SERVER_LOG": str(log_path), "ACCEL_PYTHON": sys.executable, "ACCEL_REAPER": _REAPER},
+        start_new_session=True,
     )
 
 

@@ -9,6 +9,7 @@ import select
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import psycopg
@@ -41,10 +42,20 @@ def stack_env() -> dict[str, str]:
 
 
 def test_up_doctor_down(stack_env):
-    up = _run(["up", "--json"], stack_env)
-    assert up.returncode == 0, up.stderr[-3000:]
+    """Two `up` at once (issue 26): the second waits for the first and reports the same stack;
+    one vLLM server runs, and `down` leaves none."""
+    from accel.engines.stack_home import tagged_servers
+
+    home = Path(stack_env["ACCEL_HOME"])
+    both = [subprocess.Popen([ACCEL, "up", "--json"], env=stack_env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [process.communicate(timeout=600) for process in both]
+    up = subprocess.CompletedProcess([], both[0].returncode, *outputs[0])
+    assert all(process.returncode == 0 for process in both), [err[-3000:] for _, err in outputs]
     try:
         info = json.loads(up.stdout)
+        assert json.loads(outputs[1][0]) == info
+        assert tagged_servers(home) == [info["server_pid"]]
         for key in ("openai_base_url", "model", "pg_dsn", "embed_model", "rerank_model"):
             assert info[key], key
         assert info["openai_base_url"].startswith("http://127.0.0.1:")
@@ -63,7 +74,7 @@ def test_up_doctor_down(stack_env):
         down = _run(["down"], stack_env)
     assert down.returncode == 0, down.stderr[-3000:]
     assert "vllm-server" in down.stdout and "postgres" in down.stdout
-    assert not pid_alive(info["server_pid"])
+    assert not pid_alive(info["server_pid"]) and tagged_servers(home) == []
     with pytest.raises(psycopg.OperationalError):
         psycopg.connect(info["pg_dsn"], connect_timeout=3)
 
@@ -79,10 +90,39 @@ def test_doctor_without_stack_reports_per_engine_errors(stack_env, tmp_path):
         assert "accel up" in report["engines"][name]["detail"]
 
 
+def test_doctor_checks_the_postgres_accel_pg_dsn_names(stack_env, tmp_path, postgres_factory):
+    """ACCEL_PG_DSN beats the state file, for `doctor` as for the apps (issue 26: doctor
+    checked the recorded Postgres while apps used another)."""
+    (tmp_path / "stack.json").write_text(json.dumps({
+        "openai_base_url": "http://127.0.0.1:1/v1", "model": "tiny", "embed_model": "e", "rerank_model": "r",
+        "pg_dsn": "postgresql://postgres@127.0.0.1:1/postgres"}))
+    env = dict(stack_env, ACCEL_HOME=str(tmp_path), ACCEL_PG_DSN=postgres_factory("accel-doctor-"))
+    report = json.loads(_run(["doctor", "--json"], env).stdout)
+    assert report["engines"]["vectordb"]["ok"], report["engines"]["vectordb"]
+    assert not report["engines"]["llm"]["ok"]  # the recorded server, which is not running
+
+
 def test_down_without_stack_is_a_no_op(stack_env, tmp_path):
     down = _run(["down"], dict(stack_env, ACCEL_HOME=str(tmp_path)))
     assert down.returncode == 0
     assert "nothing was running" in down.stdout
+
+
+def test_down_stops_a_server_started_for_its_home_but_not_recorded(stack_env, tmp_path):
+    """An `up` killed between launching a server and writing the state file leaves a server
+    nobody recorded: `down` finds it by its home's tag (a stand-in process, no vLLM needed)."""
+    from accel.engines.llm.server import group_members
+    from accel.engines.stack_home import home_tag
+
+    stray = subprocess.Popen(["sleep", "600"], env=dict(stack_env, **home_tag(tmp_path)), start_new_session=True)
+    try:
+        down = _run(["down"], dict(stack_env, ACCEL_HOME=str(tmp_path)))
+        assert down.returncode == 0, down.stderr[-2000:]
+        assert f"pid {stray.pid}" in down.stdout
+        assert stray.wait(30) is not None and group_members(stray.pid) == []
+    finally:
+        stray.kill()
+        stray.wait()
 
 
 def _serves(base_url: str) -> bool:
@@ -121,11 +161,18 @@ def test_up_restarts_what_stopped_on_the_recorded_addresses(stack_env):
         with psycopg.connect(info["pg_dsn"], connect_timeout=5) as conn:
             assert conn.execute("SELECT 1").fetchone() == (1,)
 
-        exited = os.pidfd_open(info["server_pid"])
-        os.kill(info["server_pid"], signal.SIGKILL)  # (c) the recorded pid is the server itself
-        assert select.select([exited], [], [], 30)[0], "the killed server did not exit"
-        os.close(exited)
-        assert not pid_alive(info["server_pid"])
+        # (c) the recorded pid is the server itself; killed alone, its EngineCore and workers
+        # follow it without waiting for the next `up` (issue 26: they held memory until then)
+        members = group_members(info["server_pid"])
+        assert len(members) > 2  # the API server, its engine processes, tee and the reaper
+        exits = [os.pidfd_open(pid) for pid in members]
+        os.kill(info["server_pid"], signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        for fd in exits:
+            assert select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0], \
+                f"a server process outlived the API server by 60 s: {group_members(info['server_pid'])}"
+            os.close(fd)
+        assert not pid_alive(info["server_pid"]) and group_members(info["server_pid"]) == []
         revived = _run(["up", "--json"], env)
         assert revived.returncode == 0, revived.stderr[-3000:]
         new = json.loads(revived.stdout)
