@@ -13,7 +13,11 @@ ENGINE_NAMES = ("llm", "vectordb", "embed", "rerank", "search")
 
 
 def make_engines(info: StackInfo | None, *, embed_model: str | None = None, rerank_model: str | None = None) -> dict[str, Callable[[], Engine]]:
-    """Factories for the stack's engines; a missing stack leaves the LLM and DB unconfigured."""
+    """Factories for the engines apps reach: ACCEL_PG_DSN / ACCEL_OPENAI_BASE_URL where set
+    (examples and benches use them before the state file), else what `accel up` recorded; a
+    missing stack leaves the LLM and DB unconfigured."""
+    from accel.config import settings
+
     from .embeddings import SentenceTransformerEmbedder
     from .llm.openai_client import OpenAIServerEngine
     from .reranker import CrossEncoderReranker
@@ -25,9 +29,14 @@ def make_engines(info: StackInfo | None, *, embed_model: str | None = None, rera
         "rerank": lambda: CrossEncoderReranker(rerank_model or (info.rerank_model if info else None)),
         "search": lambda: SearchEngine(BM25Backend()),
     }
-    if info is not None:
-        factories["llm"] = lambda: OpenAIServerEngine(info.openai_base_url, info.model)
-        factories["vectordb"] = lambda: PgVectorEngine(info.pg_dsn)
+    cfg = settings()
+    dsn = cfg.pg_dsn or (info.pg_dsn if info else None)
+    base_url = cfg.openai_base_url or (info.openai_base_url if info else None)
+    model = (info.model if info else None) or cfg.llm_model
+    if base_url and model:
+        factories["llm"] = lambda: OpenAIServerEngine(base_url, model)
+    if dsn:
+        factories["vectordb"] = lambda: PgVectorEngine(dsn)
     return factories
 
 
