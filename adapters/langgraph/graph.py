@@ -1,9 +1,10 @@
 """`accel.wrap(compiled_graph)`: the same graph, run by LangGraph's own Pregel loop, as a program.
 
 The drop-in is a copy of the compiled graph (`graph.copy()`, sharing nodes, channels and the
-checkpointer) whose class is a subclass made for it: it is still a `Pregel` /
-`CompiledStateGraph` (subgraph use, `get_state`, `update_state`, `with_config` work as stock)
-and only its entry points differ. Each top-level call enters a `WrappedRun` whose
+checkpointer, plus the instance attributes `copy()` drops) whose class is a subclass made for
+it, named as the original's class: it is still a `Pregel` / `CompiledStateGraph` (subgraph
+use, `get_state`, `update_state`, `with_config`, drawing and serialising work as stock) and
+only its entry points differ. Each top-level call enters a `WrappedRun` whose
 `remaining_depth` reads the node running in the calling context, so the engine calls that node
 functions make are captured by the floor, batch across runs and carry depth priorities.
 `invoke`/`ainvoke` run inside the run; `stream`/`astream`/`stream_events`/`astream_events` run
@@ -108,9 +109,29 @@ def wrap_graph(graph: Any, options: WrapOptions) -> Any:
     if not accel.lowered:
         note_unused("langgraph", [name for name in options.non_default() if name != "policy"
                                   and (name != "disabled_passes" or set(options.disabled_passes) - {learned_prefill.NAME})])
-    fast = graph.copy({"nodes": nodes} if accel.lowered else None)
+    update = {"nodes": nodes} if accel.lowered else {}
+    fast = graph.copy(update)
+    _carry_state(graph, fast, update)
     fast.__class__ = _accelerated_class(type(graph), accel)
     return fast
+
+
+def _carry_state(graph: Any, fast: Any, update: dict[str, Any]) -> None:
+    """Give `fast` the instance attributes `graph.copy()` dropped or reset: `copy()` rebuilds
+    the graph through `__init__`, which drops what `compile()` set afterwards (the v2 output
+    and state mappers that make results the state schema's type, the serde allowlist,
+    `__orig_class__`). An attribute the copy holds an equal value of keeps the copy's own."""
+    for name, value in graph.__dict__.items():
+        if name in update or (name in fast.__dict__ and _same(fast.__dict__[name], value)):
+            continue
+        fast.__dict__[name] = value
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return a is b or bool(a == b)
+    except Exception:  # an object whose equality cannot be decided: take the original's
+        return False
 
 
 def lower_nodes(graph: Any, options: WrapOptions) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -171,9 +192,12 @@ def _accelerated_class(base: type, accel: _Accel) -> type:
         "_accel": accel, "invoke": invoke, "ainvoke": ainvoke, "stream": stream, "astream": astream,
         "stream_events": stream_events, "astream_events": astream_events, "explain": explain,
         "__repr__": __repr__, "original": property(lambda self: accel.original),
-        "structure": property(lambda self: accel.structure), "__module__": __name__,
+        "structure": property(lambda self: accel.structure),
+        # the original's identity where LangChain / LangGraph serialise or draw the graph
+        # (`to_json` ids are `type(graph).__module__` and `__name__`)
+        "__module__": base.__module__, "__qualname__": f"Accel{base.__qualname__}",
     }
-    return type(f"Accelerated{base.__name__}", (base,), namespace)
+    return type(base.__name__, (base,), namespace)
 
 
 def _events_in(accel: _Accel, method: Any, graph: Any, input: Any, args: tuple, kwargs: dict) -> Any:
