@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
-# Fetches the frameworks' own test suites for tests/conformance: langchain-core ships its tests
-# only in its source distribution, so the installed version's sdist is downloaded from the
-# package index once (into .accel/conformance, git-ignored) and unpacked.
+# Fetches the frameworks' own test suites for tests/conformance: langchain-core and LangGraph
+# ship their tests only in their source distributions, so the installed version's sdist is
+# downloaded from the package index once (into .accel/conformance, git-ignored) and unpacked.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 dest=.accel/conformance
-version=$(.venv/bin/python -c "import importlib.metadata as m; print(m.version('langchain-core'))")
-if [ ! -d "$dest/langchain_core-$version/tests/unit_tests" ]; then
-    echo "[setup] fetching langchain-core $version's own tests (its source distribution)"
-    mkdir -p "$dest"
-    .venv/bin/python -m pip download -q --no-deps --no-binary :all: "langchain-core==$version" -d "$dest"
-    tar xzf "$dest/langchain_core-$version.tar.gz" -C "$dest"
-fi
+
+# fetch DISTRIBUTION TESTS: the installed DISTRIBUTION's sdist, unless its TESTS folder is there
+fetch() {
+    local name=$1 tests=$2 version folder
+    version=$(.venv/bin/python -c "import importlib.metadata as m; print(m.version('$name'))")
+    folder="${name//-/_}-$version"
+    if [ ! -d "$dest/$folder/$tests" ]; then
+        echo "[setup] fetching $name $version's own tests (its source distribution)"
+        mkdir -p "$dest"
+        .venv/bin/python -m pip download -q --no-deps --no-binary :all: "$name==$version" -d "$dest"
+        tar xzf "$dest/$folder.tar.gz" -C "$dest"
+    fi
+}
+
+fetch langchain-core tests/unit_tests
+fetch langgraph tests

@@ -5,33 +5,25 @@ whose outcome differs from stock fails this test, listed with accel's failure me
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from .runner import SuiteRun, differences, langchain_core_sources, run_suite
+from .runner import Suite, SuiteRun, assert_same_outcomes, check_stock, run_passes, sdist_sources
 
-TARGET = "tests/unit_tests/runnables"
-
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 
 @pytest.fixture(scope="module")
-def source() -> Path:
-    return langchain_core_sources()
+def suite() -> Suite:
+    return Suite("langchain-core runnables", sdist_sources("langchain-core", "tests/unit_tests"), "tests/unit_tests/runnables")
 
 
 @pytest.fixture(scope="module")
-def stock(source: Path, tmp_path_factory: pytest.TempPathFactory) -> SuiteRun:
-    run = run_suite(source, TARGET, "stock", tmp_path_factory.mktemp("conformance") / "stock.xml")
-    # the suite really ran: hundreds of tests, nearly all passing stock
-    assert len(run.outcomes) >= 300, run.output_tail
-    assert sum(o == "passed" for o in run.outcomes.values()) >= 0.95 * len(run.outcomes), run.output_tail
-    return run
+def runs(suite: Suite, tmp_path_factory: pytest.TempPathFactory) -> dict[str, SuiteRun]:
+    runs = run_passes(suite, ("stock", "auto", "wrapped"), tmp_path_factory.mktemp("conformance"))
+    check_stock(suite, runs["stock"], least=300, passing=0.95)  # hundreds of tests, nearly all passing
+    return runs
 
 
 @pytest.mark.parametrize("variant", ["auto", "wrapped"])
-def test_runnables_suite_outcomes_equal_stock(source: Path, stock: SuiteRun, variant: str, tmp_path: Path) -> None:
-    accel_run = run_suite(source, TARGET, variant, tmp_path / f"{variant}.xml")
-    diff = differences(stock, accel_run)
-    assert not diff, f"{len(diff)} of {len(stock.outcomes)} tests differ under {variant}:\n" + "\n".join(diff)
+def test_runnables_suite_outcomes_equal_stock(suite: Suite, runs: dict[str, SuiteRun], variant: str) -> None:
+    assert_same_outcomes(suite, runs, variant)

@@ -1,0 +1,30 @@
+"""A drop-in must pass the framework's own tests: LangGraph's `tests/` (from the installed
+version's source distribution) runs stock, under `ACCEL_AUTO=1` and with every compiled
+graph `accel.wrap`ped; any test whose outcome differs from stock fails this test. The
+checkpointer, store and cache variants that need Docker (Postgres, Redis) are off through the
+suite's own switch, `NO_DOCKER=true`; the in-memory and SQLite ones run."""
+
+from __future__ import annotations
+
+import pytest
+
+from .runner import Suite, SuiteRun, assert_same_outcomes, check_stock, run_passes, sdist_sources
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+
+
+@pytest.fixture(scope="module")
+def suite() -> Suite:
+    return Suite("langgraph", sdist_sources("langgraph", "tests"), "tests", env={"NO_DOCKER": "true"}, wrap="graphs")
+
+
+@pytest.fixture(scope="module")
+def runs(suite: Suite, tmp_path_factory: pytest.TempPathFactory) -> dict[str, SuiteRun]:
+    runs = run_passes(suite, ("stock", "auto", "wrapped"), tmp_path_factory.mktemp("conformance"))
+    check_stock(suite, runs["stock"], least=2500, passing=0.95)  # thousands of tests, nearly all passing
+    return runs
+
+
+@pytest.mark.parametrize("variant", ["auto", "wrapped"])
+def test_langgraph_suite_outcomes_equal_stock(suite: Suite, runs: dict[str, SuiteRun], variant: str) -> None:
+    assert_same_outcomes(suite, runs, variant)
