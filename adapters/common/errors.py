@@ -3,13 +3,22 @@
 accel's OpenAI engine reports a prompt longer than the server's context as `PromptTooLong`; a
 stock app's OpenAI client gets the same HTTP 400 from the same server and raises
 `openai.BadRequestError`. An unreachable or dead LLM server is `openai.APIConnectionError` to
-the stock client. Wrapped apps re-raise those (chaining accel's error, which names the engine
-and the remedy), so an app's `except` clauses keep working.
+the stock client. A Postgres that cannot be reached is SQLAlchemy's `OperationalError` to the
+frameworks' PGVector stores (LlamaIndex's async path, on asyncpg, gets the socket's own
+error: `ConnectionRefusedError`, `FileNotFoundError` for a Unix socket). Wrapped apps re-raise those (chaining accel's error, which names the
+engine and the remedy), so an app's `except` clauses keep working.
 """
 
 from __future__ import annotations
 
+import errno
+import os
+
 from accel.engines.errors import EngineDied, EngineError, EngineUnavailable, PromptTooLong
+
+VECTORDB = "vectordb"
+_SOCKET_ERRORS = (errno.ECONNREFUSED, errno.ENOENT, errno.ETIMEDOUT, errno.EHOSTUNREACH, errno.ENETUNREACH,
+                  errno.ECONNRESET)  # the engine name Postgres errors carry (accel.engines.vectordb)
 
 
 def stock_error(err: PromptTooLong) -> Exception:
@@ -36,3 +45,30 @@ def stock_llm_error(err: EngineError, llm_engines: set[str]) -> Exception:
 
         return openai.APIConnectionError(request=httpx.Request("POST", "http://accel/v1/chat/completions"))
     return err
+
+
+def stock_vectordb_error(err: EngineError, *, asyncpg: bool = False) -> Exception:
+    """What a PGVector store raises when Postgres cannot be reached (`asyncpg`: LlamaIndex's
+    async path), else accel's own typed error."""
+    if err.engine != VECTORDB or not isinstance(err, EngineUnavailable):
+        return err
+    if asyncpg:  # asyncpg lets the socket's own error through: refused, no such socket file, ...
+        for code in _SOCKET_ERRORS:
+            if os.strerror(code).lower() in err.cause.lower():
+                return OSError(code, os.strerror(code))  # the errno's subclass (ConnectionRefusedError, ...)
+    import psycopg
+    import sqlalchemy.exc
+
+    orig = _cause_of_type(err, psycopg.OperationalError) or psycopg.OperationalError(err.cause)
+    return sqlalchemy.exc.OperationalError(None, None, orig)
+
+
+def _cause_of_type(err: BaseException, kind: type[BaseException]) -> BaseException | None:
+    seen: set[int] = set()
+    cause = err.__cause__
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, kind):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None

@@ -72,6 +72,9 @@ class Capture(ModelLowering):
     """The wrapped object is a model or retriever: its run is its own, not a chain run."""
     own_batch: list[str] = field(default_factory=list)
     """Opaque components with batch methods of their own, which only a stock `batch` calls."""
+    unsupported_entries: dict[str, str] = field(default_factory=dict)
+    """Entry kinds ("sync", "async") a lowered component refuses in stock, with why: only the
+    stock chain may answer those (and raise as it does)."""
 
     def __post_init__(self) -> None:
         self.input = self.builder.input("input")
@@ -147,6 +150,7 @@ class Capture(ModelLowering):
         self.llm_engines |= sub.llm_engines
         self.models += sub.models
         self.own_batch += sub.own_batch
+        self.unsupported_entries.update(sub.unsupported_entries)
         template = self.session.template(("langchain-sub", next(_sub_ids)), lambda: graph, context=pass_context(self.session, sub.llm_engines),
                                          disabled_passes=self.disabled_passes)
         self.runs.bind(sub.scope, template)

@@ -32,6 +32,9 @@ class VectorPlan:
     k: int
     metric: str
     filter: dict[str, Any] | None
+    unsupported: dict[str, str]
+    """Entry kinds ("sync", "async") the store's own search refuses, with why: a PGVector made
+    without `async_mode` raises on async calls and one made with it on sync calls."""
 
 
 def lower_retriever(cap: Any, retriever: Any, x: Ref) -> Ref:
@@ -72,6 +75,11 @@ def vector_plan(retriever: Any) -> VectorPlan:
         raise Opaque(f"distance strategy {store._distance_strategy!r}")
     engine = store._engine if store._engine is not None else store._async_engine
     embed, normalize = embedder_plan(store.embeddings)
+    unsupported = {}
+    if store._async_engine is None:
+        unsupported["async"] = f"PGVector {store.collection_name!r} is sync-only (async_mode=False): stock's async search raises"
+    if store._engine is None:
+        unsupported["sync"] = f"PGVector {store.collection_name!r} is async-only (async_mode=True): stock's sync search raises"
     return VectorPlan(
         embed=embed,
         normalize=normalize,
@@ -80,6 +88,7 @@ def vector_plan(retriever: Any) -> VectorPlan:
         k=int(retriever.search_kwargs.get("k", 4)),
         metric=metric,
         filter=flt,
+        unsupported=unsupported,
     )
 
 
@@ -100,6 +109,7 @@ def embedder_plan(embeddings: Any) -> tuple[EngineSpec, bool]:
 
 
 def search(cap: Any, plan: VectorPlan, query: Ref, *, many: bool) -> Ref:
+    cap.unsupported_entries.update(plan.unsupported)
     embed = cap.add(Kind.EMBED, "embed", engine=cap.engine(plan.embed), inputs={"texts": query},
                     op=EmbedTextsOp("texts", normalize=plan.normalize, single=not many, elementwise=many),
                     attrs={"batchable": many})

@@ -32,7 +32,7 @@ from typing import Any
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import ensure_config, get_callback_manager_for_config, patch_config
 
-from accel.adapters.common.errors import stock_llm_error
+from accel.adapters.common.errors import stock_llm_error, stock_vectordb_error
 from accel.adapters.common.explain import draw, explain_text
 from accel.adapters.langchain.capture import Capture, Step, pass_context
 from accel.adapters.langchain.runs import RunTree
@@ -69,6 +69,7 @@ class WrappedRunnable(Runnable[Any, Any]):
         self.lowered = has_engine_work(graph)
         self._steps: list[Step] = capture.report if self.lowered else capture.inside(root) or capture.report
         self._kwargs_route = capture.kwargs_route()
+        self._unsupported = capture.unsupported_entries
         self._own_batch = capture.own_batch
         self._models = capture.models  # their stock clients' exception types (`_stock_error`)
         self._llm_names = {self._session.get_engine(name).name for name in capture.llm_engines}
@@ -123,18 +124,24 @@ class WrappedRunnable(Runnable[Any, Any]):
             bound = {**bound, **layer.kwargs}
         return config, {**bound, **kwargs}
 
+    def _stock_only(self, kwargs: dict[str, Any], entry: str) -> str | None:
+        """Why only the stock chain may answer this call (`entry`: "sync" or "async"), or None."""
+        if kwargs and self._kwargs_route == "stock":
+            return "kwargs for a lowered first step"
+        return self._unsupported.get(entry)
+
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         config, kwargs = self._bind(config, kwargs)
-        if kwargs and self._kwargs_route == "stock":
-            return self._stock("kwargs for a lowered first step", "invoke", input, config, **kwargs)
+        if why := self._stock_only(kwargs, "sync"):
+            return self._stock(why, "invoke", input, config, **kwargs)
         if streaming_handler(config):
             return self._stock(_STREAMING_HANDLER, "invoke", input, config, captured=True, **kwargs)
         return self._under_root_run(self._call_with_config, self._invoke, input, config, **kwargs)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         config, kwargs = self._bind(config, kwargs)
-        if kwargs and self._kwargs_route == "stock":
-            return await self._astock("kwargs for a lowered first step", "ainvoke", input, config, **kwargs)
+        if why := self._stock_only(kwargs, "async"):
+            return await self._astock(why, "ainvoke", input, config, **kwargs)
         if streaming_handler(config):
             return await self._astock(_STREAMING_HANDLER, "ainvoke", input, config, captured=True, **kwargs)
         return await self._under_root_run(self._acall_with_config, self._ainvoke, input, config, **kwargs)
@@ -202,6 +209,8 @@ class WrappedRunnable(Runnable[Any, Any]):
             if stock is not err and self._models:
                 stock = self._models[0].stock_error(stock)
             if stock is err:
+                stock = stock_vectordb_error(err)
+            if stock is err:
                 raise err
             raise stock from err
         log.warning("accel.wrap(%s): %s; answering with the stock chain (no user code had run)", self.name, err)
@@ -210,8 +219,8 @@ class WrappedRunnable(Runnable[Any, Any]):
 
     def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[Any]:
         config, kwargs = self._bind(config, kwargs)
-        if kwargs and self._kwargs_route == "stock":
-            yield from self._stock_stream("kwargs for a lowered first step", input, config, **kwargs)
+        if why := self._stock_only(kwargs, "sync"):
+            yield from self._stock_stream(why, input, config, **kwargs)
             return
         # LangChain's wrapper does not close the generator it drives when it is closed itself
         # (it reports the GeneratorExit to the callbacks, which may keep its traceback and so
@@ -231,8 +240,8 @@ class WrappedRunnable(Runnable[Any, Any]):
 
     async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
         config, kwargs = self._bind(config, kwargs)
-        if kwargs and self._kwargs_route == "stock":
-            async with aclosing(self._astock_stream("kwargs for a lowered first step", input, config, **kwargs)) as chunks:
+        if why := self._stock_only(kwargs, "async"):
+            async with aclosing(self._astock_stream(why, input, config, **kwargs)) as chunks:
                 async for chunk in chunks:
                     yield chunk
             return

@@ -29,11 +29,11 @@ from accel.ir import CallOp, GraphBuilder, Kind, Ref
 from accel.passes import PassContext
 
 from accel.scope import WrappedRun, wrapped_run
-from accel.engines.errors import PromptTooLong
+from accel.engines.errors import EngineError, PromptTooLong
 
 from . import events
 from .bindings import Unbound, bind_llm
-from .errors import stock_error
+from .errors import stock_error, stock_llm_error, stock_vectordb_error
 from .prompts import QUERY_PORT, PlanMismatch
 from .retrieval import RetrievalPlan, plan_retrieval
 from .streaming import StreamedRun
@@ -163,6 +163,8 @@ class WrappedQueryEngine(BaseQueryEngine):
                 return self._query_lowered(query_bundle)
         except PromptTooLong as err:
             raise stock_error(err) from err
+        except EngineError as err:
+            raise self._stock_error(err, asynchronous=False) from err
 
     @dispatcher.span
     async def _aquery(self, query_bundle: QueryBundle) -> Any:
@@ -171,6 +173,15 @@ class WrappedQueryEngine(BaseQueryEngine):
                 return await self._aquery_lowered(query_bundle)
         except PromptTooLong as err:
             raise stock_error(err) from err
+        except EngineError as err:
+            raise self._stock_error(err, asynchronous=True) from err
+
+    def _stock_error(self, err: EngineError, *, asynchronous: bool) -> Exception:
+        """What the stock engine raises for an engine that is down: its OpenAI client's error
+        for the LLM, its PGVectorStore's for Postgres (asyncpg on the async path)."""
+        llm = {self._session.get_engine(self._synthesis.engine_name).name} if self._synthesis else set()
+        stock = stock_llm_error(err, llm)
+        return stock if stock is not err else stock_vectordb_error(err, asyncpg=asynchronous)
 
     def _new_run(self) -> WrappedRun:
         return WrappedRun(app=type(self._original).__name__, session=self._session)
