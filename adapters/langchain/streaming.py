@@ -2,7 +2,9 @@
 
 Stock `stream` of a chain ending in `ChatOpenAI` yields `AIMessageChunk`s (content deltas, then
 a last chunk with the finish metadata and, when the model streams usage, the usage); with
-`StrOutputParser()` after it, the chunks' `.text`; a completion LLM yields `str` deltas. The
+`StrOutputParser()` after it, the chunks' `.text`; a completion LLM yields `str` deltas. A
+chat stream opens with an empty chunk, as the server's first event (the assistant role, no
+text) gives stock one. The
 runtime's `Delta`s become those chunks. A chain whose output is not a decode's text gets its
 value once, as stock does for a final lambda returning a string.
 """
@@ -21,16 +23,19 @@ class Chunks:
     def __init__(self, chat: ChatResult | None) -> None:
         self._chat = chat
         self._streamed: list[str] = []
+        self._opened = False
 
     def feed(self, item: StreamItem) -> list[Any]:
         chat = self._chat
+        opening = [chat.chunk("")] if chat is not None and not self._opened else []
+        self._opened = True
         if isinstance(item, Delta):
             self._streamed.append(item.text)
-            return [item.text if chat is None else chat.chunk(item.text)]
+            return opening + [item.text if chat is None else chat.chunk(item.text)]
         if chat is not None and not chat.text:
             rest = item.value.content[len("".join(self._streamed)):]
-            return [chat.last_chunk(item.value, rest)]
-        return [] if self._streamed else [item.value]
+            return opening + [chat.last_chunk(item.value, rest)]
+        return [] if self._streamed else opening + [item.value]
 
 
 def chat_result(template: Any) -> ChatResult | None:
