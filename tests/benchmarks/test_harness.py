@@ -101,7 +101,7 @@ def test_batch_and_poisson_modes(stack: StackConfig, tmp_path: Path) -> None:
     for name in ("accel-topology", "accel-no-prefill_split"):
         _check_accel(batch, name)
     assert "capacity bound" in batch["verdict"]
-    assert "Capacity bound (makespan)" in reports.markdown(batch)
+    assert "Capacity bound" in reports.markdown(batch) and "median round: embed" in reports.markdown(batch)
 
     online = compare(_config("langchain", "poisson", rates=(0.5, 2.0)), stack)
     assert [at["rate"] for at in online["rates"]] == [0.5, 2.0]
