@@ -314,12 +314,16 @@ class _Memo:
 
 
 async def _events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
-    """Server-sent events of an OpenAI stream, decoded, until `[DONE]`."""
-    async for line in response.aiter_lines():
+    """Server-sent events of an OpenAI stream, decoded, until `[DONE]`; the body is then read
+    to its end, since httpx drops (does not pool) a connection whose response was closed early."""
+    lines = response.aiter_lines()
+    async for line in lines:
         if not line.startswith("data:"):
             continue
         data = line[5:].strip()
         if data == "[DONE]":
+            async for _ in lines:
+                pass
             return
         event = json.loads(data)
         if "error" in event:  # vLLM reports mid-stream failures as an error event
