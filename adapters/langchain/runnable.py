@@ -37,7 +37,7 @@ from accel.adapters.common.explain import draw, explain_text
 from accel.adapters.langchain.capture import Capture, Step, pass_context
 from accel.adapters.langchain.runs import RunTree
 from accel.adapters.langchain.structure import peel_root
-from accel.adapters.langchain.streaming import Chunks, chat_result
+from accel.adapters.langchain.streaming import Chunks, chat_result, stock_listener
 from accel.caller import LoopCaller, ThreadCaller
 from accel.engines.errors import EngineError
 from accel.ir.expand import has_engine_work
@@ -134,16 +134,16 @@ class WrappedRunnable(Runnable[Any, Any]):
         config, kwargs = self._bind(config, kwargs)
         if why := self._stock_only(kwargs, "sync"):
             return self._stock(why, "invoke", input, config, **kwargs)
-        if streaming_handler(config):
-            return self._stock(_STREAMING_HANDLER, "invoke", input, config, captured=True, **kwargs)
+        if why := stock_listener(config, asynchronous=False):
+            return self._stock(why, "invoke", input, config, captured=True, **kwargs)
         return self._under_root_run(self._call_with_config, self._invoke, input, config, **kwargs)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         config, kwargs = self._bind(config, kwargs)
         if why := self._stock_only(kwargs, "async"):
             return await self._astock(why, "ainvoke", input, config, **kwargs)
-        if streaming_handler(config):
-            return await self._astock(_STREAMING_HANDLER, "ainvoke", input, config, captured=True, **kwargs)
+        if why := stock_listener(config, asynchronous=True):
+            return await self._astock(why, "ainvoke", input, config, captured=True, **kwargs)
         return await self._under_root_run(self._acall_with_config, self._ainvoke, input, config, **kwargs)
 
     def _under_root_run(self, with_config: Callable[..., Any], fn: Callable[..., Any], input: Any, config: RunnableConfig | None,
@@ -222,6 +222,9 @@ class WrappedRunnable(Runnable[Any, Any]):
         if why := self._stock_only(kwargs, "sync"):
             yield from self._stock_stream(why, input, config, **kwargs)
             return
+        if why := stock_listener(config, asynchronous=False):
+            yield from self._stock_stream(why, input, config, captured=True, **kwargs)
+            return
         # LangChain's wrapper does not close the generator it drives when it is closed itself
         # (it reports the GeneratorExit to the callbacks, which may keep its traceback and so
         # the generator alive): close ours here, so a `break` cancels the query at once.
@@ -240,8 +243,12 @@ class WrappedRunnable(Runnable[Any, Any]):
 
     async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
         config, kwargs = self._bind(config, kwargs)
-        if why := self._stock_only(kwargs, "async"):
-            async with aclosing(self._astock_stream(why, input, config, **kwargs)) as chunks:
+        why, captured = self._stock_only(kwargs, "async"), False
+        if why is None:
+            why = stock_listener(config, asynchronous=True)
+            captured = why is not None
+        if why:
+            async with aclosing(self._astock_stream(why, input, config, captured=captured, **kwargs)) as chunks:
                 async for chunk in chunks:
                     yield chunk
             return
@@ -321,20 +328,22 @@ class WrappedRunnable(Runnable[Any, Any]):
         with wrapped_run(self._new_run()), (nullcontext() if captured else stock_call()):
             return await getattr(target or self._root, method)(*args, **kwargs)
 
-    def _stock_stream(self, why: str, input: Any, config: Any, **kwargs: Any) -> Iterator[Any]:
+    def _stock_stream(self, why: str, input: Any, config: Any, *, captured: bool = False, **kwargs: Any) -> Iterator[Any]:
+        """The stock chain's stream (with `captured`, its engine calls go through the floor)."""
         log.info("accel.wrap(%s): %s; stream runs the stock chain", self.name, why)
         self.counters[f"stock runs: {why}"] += 1
         context = context_with(self._new_run())
+        step = _captured_next if captured else _stock_next
         with closing(context.run(self._root.stream, input, config, **kwargs)) as stock:
-            while (chunk := context.run(_stock_next, stock)) is not _END:
+            while (chunk := context.run(step, stock)) is not _END:
                 yield chunk
 
-    async def _astock_stream(self, why: str, input: Any, config: Any, **kwargs: Any) -> AsyncIterator[Any]:
+    async def _astock_stream(self, why: str, input: Any, config: Any, *, captured: bool = False, **kwargs: Any) -> AsyncIterator[Any]:
         log.info("accel.wrap(%s): %s; astream runs the stock chain", self.name, why)
         self.counters[f"stock runs: {why}"] += 1
         run = self._new_run()
         async with aclosing(self._root.astream(input, config, **kwargs)) as stock:
-            while (chunk := await _scoped_anext(run, stock)) is not _END:
+            while (chunk := await _scoped_anext(run, stock, captured=captured)) is not _END:
                 yield chunk
 
     # ---- introspection ------------------------------------------------------------------
@@ -410,18 +419,9 @@ async def _stock_anext(stream: AsyncIterator[Any]) -> Any:
         return await anext(stream, _END)
 
 
-_STREAMING_HANDLER = "a streaming callback handler listens (e.g. LangGraph stream_mode='messages')"
-
-
-def streaming_handler(config: RunnableConfig | None) -> bool:
-    """Whether a handler that makes stock models stream every call listens: stock `invoke`
-    then streams each model's tokens to it (`BaseChatModel._should_stream`), where a lowered
-    query streams only its answering model's, so such a call runs the stock chain."""
-    from langchain_core.tracers._streaming import _StreamingCallbackHandler
-
-    callbacks = (config or {}).get("callbacks")
-    handlers = getattr(callbacks, "handlers", callbacks) or []
-    return any(isinstance(handler, _StreamingCallbackHandler) for handler in handlers)
+def _captured_next(stream: Iterator[Any]) -> Any:
+    """One step of the stock chain's stream whose engine calls the floor captures."""
+    return next(stream, _END)
 
 
 def _delegate(wrapped: WrappedRunnable, name: str) -> Callable[..., Any]:
@@ -463,9 +463,10 @@ def _adelegate(wrapped: WrappedRunnable, name: str) -> Callable[..., Any]:
     return generate
 
 
-async def _scoped_anext(run: WrappedRun, items: AsyncIterator[Any]) -> Any:
-    """One step of a stock async stream inside `run` (the scope is not held across yields)."""
-    with wrapped_run(run), stock_call():
+async def _scoped_anext(run: WrappedRun, items: AsyncIterator[Any], *, captured: bool = False) -> Any:
+    """One step of a stock async stream inside `run` (the scope is not held across yields);
+    with `captured`, its engine calls go through the floor."""
+    with wrapped_run(run), (nullcontext() if captured else stock_call()):
         return await anext(items, _END)
 
 

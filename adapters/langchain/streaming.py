@@ -43,3 +43,35 @@ def chat_result(template: Any) -> ChatResult | None:
     graph = template.graph
     source = graph.node(graph.output.inputs["value"].node)
     return source.op if isinstance(source.op, ChatResult) else None
+
+
+# ---- handlers a lowered query cannot serve as stock does --------------------------------
+
+STREAMING_HANDLER = ("a streaming callback handler listens (astream_events, astream_log, LangGraph stream_mode='messages'): "
+                     "stock streams every model and every step, a lowered query only its answer")
+ASYNC_HANDLER = "an async callback handler listens: stock awaits it on the caller's loop"
+
+
+def stock_listener(config: Any, asynchronous: bool) -> str | None:
+    """Why the call must run the stock chain (its engine calls still captured), or None.
+
+    A streaming handler (`_StreamingCallbackHandler`: astream_events, astream_log, LangGraph's
+    messages mode) makes stock stream every model (`BaseChatModel._should_stream`) and every
+    step's output (`tap_output_aiter`), events a lowered query does not make. An async
+    handler in an async call is awaited on the caller's loop by stock, in order; a lowered
+    query makes its callbacks on accel's loop thread, where LangChain's sync manager runs a
+    coroutine on a loop of its own (asyncio objects bound to the caller's loop break).
+    """
+    from langchain_core.callbacks import AsyncCallbackHandler
+    from langchain_core.runnables.config import var_child_runnable_config
+    from langchain_core.tracers._streaming import _StreamingCallbackHandler
+
+    callbacks = (config or {}).get("callbacks")
+    if callbacks is None:  # as `ensure_config`: the enclosing run's callbacks
+        callbacks = (var_child_runnable_config.get() or {}).get("callbacks")
+    handlers = getattr(callbacks, "handlers", callbacks) or []
+    if any(isinstance(handler, _StreamingCallbackHandler) for handler in handlers):
+        return STREAMING_HANDLER
+    if asynchronous and any(isinstance(handler, AsyncCallbackHandler) for handler in handlers):
+        return ASYNC_HANDLER
+    return None
