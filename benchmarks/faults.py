@@ -66,7 +66,9 @@ def _questions(n: int = N_QUERIES) -> list[str]:
 
 
 class Apps:
-    """Stock and wrapped naive-RAG apps over one index, per (base_url, max_tokens)."""
+    """Stock and wrapped naive-RAG apps over one index, per (base_url, max_tokens, async): a
+    PGVector store serves sync or async calls, never both, so async apps read the same
+    collection through an `async_mode=True` store."""
 
     def __init__(self, stack: FaultStack) -> None:
         from accel.engines.embeddings import packaged_minilm_path
@@ -79,17 +81,27 @@ class Apps:
         self._config = StackConfig(stack.base_url, stack.model, stack.pg_dsn, str(packaged_minilm_path()),
                                    str(build_reranker()), max_tokens=SHORT_TOKENS, context_window=2048)
         self.store = build_index(self._config, pydoc_documents(MODULES), "faults")
-        self._apps: dict[tuple[str, int], tuple[Any, Any]] = {}
+        self._apps: dict[tuple[str, int, bool], tuple[Any, Any]] = {}
 
-    def get(self, system: str, *, base_url: str | None = None, max_tokens: int = SHORT_TOKENS) -> Any:
+    def _async_store(self) -> Any:
+        from langchain_postgres import PGVector
+
+        from accel.examples.stack import sqlalchemy_url
+
+        return PGVector(embeddings=self.store.embeddings, collection_name=self.store.collection_name,
+                        connection=sqlalchemy_url(self._config.pg_dsn, "psycopg"), use_jsonb=True, async_mode=True)
+
+    def get(self, system: str, *, base_url: str | None = None, max_tokens: int = SHORT_TOKENS,
+            asynchronous: bool = False) -> Any:
         import accel
         from dataclasses import replace
 
         from accel.examples.langchain.naive_rag import build_app
 
-        key = (base_url or self.stack.base_url, max_tokens)
+        key = (base_url or self.stack.base_url, max_tokens, asynchronous)
         if key not in self._apps:
-            stock = build_app(replace(self._config, openai_base_url=key[0], max_tokens=max_tokens), self.store)
+            store = self._async_store() if asynchronous else self.store
+            stock = build_app(replace(self._config, openai_base_url=key[0], max_tokens=max_tokens), store)
             self._apps[key] = (stock, accel.wrap(stock))
         stock, wrapped = self._apps[key]
         return stock if system == "stock" else wrapped
@@ -213,7 +225,7 @@ def slow_llm(stack: FaultStack, apps: Apps, system: str, reference: dict[str, st
 
 def cancel_mid_flight(stack: FaultStack, apps: Apps, system: str, reference: dict[str, str]) -> FaultResult:
     """Cancel 8 running `ainvoke`s; the server's running+waiting requests must return to 0."""
-    app = apps.get(system, max_tokens=LONG_TOKENS)
+    app = apps.get(system, max_tokens=LONG_TOKENS, asynchronous=True)
     questions = _questions(8)
 
     async def scenario() -> tuple[int, float | None]:

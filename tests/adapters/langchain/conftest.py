@@ -45,6 +45,17 @@ def vectorstore(pg_dsn: str, embeddings, doc_texts: list[str]):
 
 
 @pytest.fixture(scope="session")
+def async_vectorstore(vectorstore, pg_dsn: str, embeddings):
+    """`vectorstore`'s collection behind an `async_mode=True` PGVector: a store serves either
+    LangChain's sync or its async entry points, never both (stock raises AssertionError for the
+    other kind, and so does a wrapped chain), so async tests use this one."""
+    from langchain_postgres import PGVector
+
+    return PGVector(embeddings=embeddings, collection_name=vectorstore.collection_name,
+                    connection=sqlalchemy_url(pg_dsn), use_jsonb=True, async_mode=True)
+
+
+@pytest.fixture(scope="session")
 def chat_model(llm_proxy):
     from langchain_openai import ChatOpenAI
 

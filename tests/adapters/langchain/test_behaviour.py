@@ -22,10 +22,20 @@ def format_docs(docs) -> str:
     return "\n\n".join(d.page_content for d in docs)
 
 
+def rag_over(store, chat_model):
+    retriever = store.as_retriever(search_kwargs={"k": 2})
+    return {"context": retriever | format_docs, "question": RunnablePassthrough()} | PROMPT | chat_model | StrOutputParser()
+
+
 @pytest.fixture
 def rag(vectorstore, chat_model):
-    retriever = vectorstore.as_retriever(search_kwargs={"k": 2})
-    return {"context": retriever | format_docs, "question": RunnablePassthrough()} | PROMPT | chat_model | StrOutputParser()
+    return rag_over(vectorstore, chat_model)
+
+
+@pytest.fixture
+def arag(async_vectorstore, chat_model):
+    """The same chain over the same rows, its store serving async calls (`async_vectorstore`)."""
+    return rag_over(async_vectorstore, chat_model)
 
 
 class Events(BaseCallbackHandler):
@@ -47,12 +57,12 @@ class Events(BaseCallbackHandler):
             self.events.append(("error", type(error).__name__))
 
 
-async def test_ainvoke_abatch_astream_match_invoke(rag, questions) -> None:
-    fast = accel.wrap(rag)
+async def test_ainvoke_abatch_astream_match_invoke(rag, arag, questions) -> None:
+    fast, afast = accel.wrap(rag), accel.wrap(arag)
     expected = [rag.invoke(q) for q in questions]
-    assert await fast.ainvoke(questions[0]) == expected[0]
-    assert await fast.abatch(questions) == expected
-    assert "".join([chunk async for chunk in fast.astream(questions[1])]) == expected[1]
+    assert await afast.ainvoke(questions[0]) == expected[0] == await arag.ainvoke(questions[0])
+    assert await afast.abatch(questions) == expected
+    assert "".join([chunk async for chunk in afast.astream(questions[1])]) == expected[1]
     assert "".join(fast.stream(questions[2])) == expected[2]
 
 
@@ -137,8 +147,8 @@ def test_wrap_rejects_non_runnables_with_a_clear_type_error() -> None:
         accel.wrap({"not": "a runnable"})
 
 
-async def test_concurrent_async_queries_batch_on_one_engine(rag, questions) -> None:
-    fast = accel.wrap(rag)
+async def test_concurrent_async_queries_batch_on_one_engine(rag, arag, questions) -> None:
+    fast = accel.wrap(arag)
     many = questions * 3
     expected = [rag.invoke(q) for q in questions] * 3
     assert await asyncio.gather(*(fast.ainvoke(q) for q in many)) == expected

@@ -54,11 +54,11 @@ def test_only_the_taken_branch_runs_and_requests_equal_stock(vectorstore, chat_m
     assert batched.outputs == stock_run.outputs
 
 
-def test_async_branches_match_stock(vectorstore, chat_model, questions) -> None:
-    """(The sync-connection PGVector refuses stock's async path, so stock answers through
-    `batch`; accel's lowered search serves `ainvoke` too.)"""
+def test_async_branches_match_stock(vectorstore, async_vectorstore, chat_model, questions) -> None:
+    """(A store serves sync or async calls, never both: the wrapped chain runs over the
+    collection's async-mode store, stock's `batch` over its sync one.)"""
     chain = routed_chain(vectorstore, chat_model, [])
-    fast = accel.wrap(routed_chain(vectorstore, chat_model, []))
+    fast = accel.wrap(routed_chain(async_vectorstore, chat_model, []))
 
     async def concurrently():
         return await asyncio.gather(*(fast.ainvoke(q) for q in questions))
