@@ -1,0 +1,143 @@
+"""vLLM pooling servers for the encoders: what `accel up --encoders server` starts.
+
+The embedder (all-MiniLM-L6-v2, vLLM's `BertModel` converted to an embedding model) answers
+`POST /v1/embeddings`; the cross-encoder (`BertForSequenceClassification`) answers `/score` and
+`/rerank`. Both are started through the LLM launcher (detached process group, reaper, log,
+ready line) with the pooling runner's options last, so they override the generation options it
+sets. float32 as the checkpoints are: vLLM's "auto" downcasts them on CPU, and the vectors and
+scores would then differ from the in-process encoders'.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from accel.config import Settings
+
+from .stack_home import home_tag
+
+if TYPE_CHECKING:
+    from .stack import StackInfo
+
+Report = Callable[[str], None]
+
+log = logging.getLogger("accel.engines.encoder_servers")
+
+EMBED_SERVED_NAME = "all-MiniLM-L6-v2"
+RERANK_SERVED_NAME = "rerank-minilm-l6"
+MAX_MODEL_LEN = 256
+"""MiniLM's own sequence limit (sentence-transformers truncates at 256 word pieces as well)."""
+
+
+@dataclass(frozen=True)
+class EncoderServer:
+    """Which encoder a pooling server serves and how it is started."""
+
+    role: str  # "embed" or "rerank"
+    served_name: str
+    args: tuple[str, ...]
+
+
+EMBED = EncoderServer("embed", EMBED_SERVED_NAME, ("--runner", "pooling", "--convert", "embed"))
+RERANK = EncoderServer("rerank", RERANK_SERVED_NAME, ("--runner", "pooling"))
+
+
+def pooling_args(server: EncoderServer) -> list[str]:
+    """The launcher's generation options switched off for a pooling model, then the runner's."""
+    return ["--no-enable-prefix-caching", "--scheduling-policy", "fcfs", "--dtype", "float32", *server.args]
+
+
+async def launch_encoder(cfg: Settings, server: EncoderServer, model: str, *, port: int | None = None):
+    """Start one pooling server for this home and return its `ServerHandle` once it answers."""
+    from .llm.server import launch_server
+
+    log_path = cfg.home / "logs" / f"vllm-{server.role}-server.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log.info("starting the %s pooling server for %s", server.role, model)
+    return await launch_server(str(Path(model)), port=port, max_model_len=MAX_MODEL_LEN, log_path=log_path,
+                               served_model_name=server.served_name, extra_args=pooling_args(server),
+                               env=home_tag(cfg.home))
+
+
+def _models_served(base_url: str) -> str:
+    """The first model a running server lists (`GET /v1/models`), for a server named by URL."""
+    import httpx
+
+    from .errors import EngineUnavailable
+
+    try:
+        response = httpx.get(f"{base_url.rstrip('/')}/models", timeout=10.0)
+        response.raise_for_status()
+        return str(response.json()["data"][0]["id"])
+    except (httpx.HTTPError, KeyError, IndexError, ValueError) as err:
+        raise EngineUnavailable("encoder-server", f"cannot list the models of {base_url} ({err})",
+                                "check that the server named by ACCEL_EMBED_BASE_URL / ACCEL_RERANK_BASE_URL runs") from err
+
+
+async def up_encoders(cfg: Settings, info: StackInfo, report: Report, *, start: bool, embed_model: str,
+                      rerank_model: str) -> StackInfo:
+    """`info` with the encoder servers: those named by ACCEL_EMBED_BASE_URL / ACCEL_RERANK_BASE_URL
+    as they are, and (with `start`) pooling servers for the others that it does not record yet."""
+    import asyncio
+
+    for server, url, model in ((EMBED, cfg.embed_base_url, embed_model), (RERANK, cfg.rerank_base_url, rerank_model)):
+        if getattr(info, f"{server.role}_base_url"):
+            continue
+        if url:
+            report(f"using the {server.role} server at ACCEL_{server.role.upper()}_BASE_URL")
+            name = await asyncio.to_thread(_models_served, url)
+            info = replace(info, **{f"{server.role}_base_url": url, f"{server.role}_model_name": name})
+        elif start:
+            report(f"starting the vLLM {server.role} pooling server (1-2 minutes on CPU)")
+            handle = await launch_encoder(cfg, server, model)
+            info = replace(info, **{f"{server.role}_base_url": handle.base_url, f"{server.role}_model_name": handle.model,
+                                    f"{server.role}_server_pid": handle.pid})
+    return info
+
+
+async def revive_encoders(cfg: Settings, state: StackInfo, report: Report, *, embed_model: str,
+                          rerank_model: str) -> tuple[StackInfo, list[str]]:
+    """Restart recorded encoder servers that stopped, on their recorded ports."""
+    from urllib.parse import urlsplit
+
+    from .llm.server import group_members, stop_pid
+    from .stack import pid_alive
+
+    restarted = []
+    for server, model in ((EMBED, embed_model), (RERANK, rerank_model)):
+        pid = getattr(state, f"{server.role}_server_pid")
+        if not pid or pid_alive(pid):
+            continue
+        if group_members(pid):
+            stop_pid(pid)
+        report(f"the {server.role} server stopped; starting it again")
+        port = urlsplit(getattr(state, f"{server.role}_base_url")).port
+        handle = await launch_encoder(cfg, server, model, port=port)
+        state = replace(state, **{f"{server.role}_server_pid": handle.pid})
+        restarted.append(f"vllm-{server.role}-server")
+    return state, restarted
+
+
+def recorded_pids(state: StackInfo) -> set[int]:
+    return {pid for pid in (state.embed_server_pid, state.rerank_server_pid) if pid}
+
+
+def down_encoders(state: StackInfo, report: Report) -> tuple[list[str], list[str]]:
+    """Stop the encoder servers `up` started (never those named by URL): (stopped, errors)."""
+    from .llm.server import group_members, stop_pid
+
+    stopped, errors = [], []
+    for role in ("embed", "rerank"):
+        pid = getattr(state, f"{role}_server_pid")
+        if pid and group_members(pid):
+            report(f"stopping the {role} server (process group {pid})")
+            try:
+                stop_pid(pid)
+                stopped.append(f"vllm-{role}-server")
+            except Exception as exc:  # keep going: the rest must still be stopped
+                errors.append(f"vllm-{role}-server: {exc}")
+    return stopped, errors
