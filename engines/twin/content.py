@@ -1,0 +1,64 @@
+"""Deterministic content: a twin's tokens, vectors and scores depend only on the request.
+
+Stock and accel must get equal answers from a twin when they send equal requests, whatever the
+batching or timing, so nothing here reads a clock, a counter or a shared random state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import re
+from collections.abc import Sequence
+from typing import Any
+
+_WORD = re.compile(r"[a-z0-9]+")
+EOS_RANGE = (8, 96)
+"""Where a request that does not ignore EOS ends, drawn per request (a typical short answer)."""
+
+
+def _seed(*parts: Any) -> int:
+    digest = hashlib.sha256(repr(parts).encode()).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+class OutputPlan:
+    """The tokens one request will generate: drawn from a PRNG seeded with the prompt ids, the
+    sampling parameters that change sampling, and `seed`; EOS at a drawn position unless
+    `ignore_eos`."""
+
+    def __init__(self, prompt_ids: Sequence[int], sampling: dict[str, Any], vocab: Sequence[int], eos_id: int | None):
+        keys = ("temperature", "top_p", "top_k", "seed", "presence_penalty", "frequency_penalty")
+        self._rng = random.Random(_seed(tuple(prompt_ids), tuple((k, sampling.get(k)) for k in keys)))
+        self._vocab = vocab
+        ends = eos_id is not None and not sampling.get("ignore_eos", False)
+        self.eos_id = eos_id if ends else None
+        self.eos_at = self._rng.randint(*EOS_RANGE) if ends else None
+
+    def token(self, position: int) -> int:
+        """The token at `position` (0-based, called in order)."""
+        if self.eos_at is not None and position + 1 >= self.eos_at:
+            return self.eos_id  # type: ignore[return-value]
+        return self._vocab[self._rng.randrange(len(self._vocab))]
+
+
+def embedding(text: str, dimensions: int) -> list[float]:
+    """A hashed bag of words projected to `dimensions` and normalised: texts that share words
+    get close vectors, so a vector search over a twin's vectors ranks overlap first."""
+    vector = [0.0] * dimensions
+    for word in _WORD.findall(text.lower()):
+        rng = random.Random(_seed("w", word))
+        for _ in range(8):
+            vector[rng.randrange(dimensions)] += rng.choice((-1.0, 1.0))
+    norm = math.sqrt(sum(v * v for v in vector))
+    if norm == 0.0:
+        vector[_seed("empty", text) % dimensions] = 1.0
+        return vector
+    return [v / norm for v in vector]
+
+
+def score(query: str, passage: str, dimensions: int = 384) -> float:
+    """A relevance score in (0, 1): the logistic of the scaled cosine of the two embeddings."""
+    cosine = sum(a * b for a, b in zip(embedding(query, dimensions), embedding(passage, dimensions), strict=True))
+    return 1.0 / (1.0 + math.exp(-8.0 * (cosine - 0.25)))

@@ -1,0 +1,82 @@
+"""Fit a twin profile to raw GPU measurements (run by a developer, never at run time).
+
+`python -m accel.engines.twin.fit RAW.json > engines/twin/profiles/h100-8b.json` turns the
+H100 measurements (`gpu-h100-engines.json`, the format of the project's GPU notes) into the
+shipped profile: the measured encoder curves in `accel profile`'s format, the LLM step model's
+fitted coefficients, and the measurements themselves for the validation test. docs/twins.md
+says how each parameter is derived.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import numpy as np
+
+from accel.engines.profile import choose_max_efficient_batch, ProfilePoint
+
+KV_BYTES_PER_TOKEN = 2 * 32 * 8 * 128 * 2
+"""K and V, 32 layers, 8 KV heads of 128, bf16: Llama-3.1-8B's KV cache per token."""
+KV_CACHE_BYTES = 80e9 * 0.9 - 16.1e9 - 4e9
+"""vLLM's gpu_memory_utilization 0.9 of 80 GB, less bf16 weights and ~4 GB of activations."""
+
+
+def _encoder_profile(engine: str, label: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    points = [ProfilePoint(r["batch"], r["batch"] / (r["ms"] / 1e3), r["ms"] / 1e3)
+              for r in sorted(rows, key=lambda r: r["batch"])]
+    return {"engine": engine, "label": label, "max_efficient_batch": choose_max_efficient_batch(points),
+            "points": [vars(p) for p in points]}
+
+
+def fit_h100(raw: dict[str, Any]) -> dict[str, Any]:
+    """The `h100-8b` profile from the H100 runs: fp16 MiniLM encoders, Llama-8B-shaped decoder."""
+    run1 = raw["run1_engines_hf"]
+    fp16 = {kind: [r for r in run1[kind] if r["dtype"] == "fp16"] for kind in ("embed", "embed_e2e", "rerank", "rerank_e2e")}
+    decode = [{"batch": r["batch"], "kv": r["kv"], "ms": r["graph_ms"]}
+              for r in raw["run3_graph_nomask_breakdown"]["graph_nomask"]["llama-8B"]]
+    prefill = [{"batch": r["batch"], "len": r["len"], "ms": r["ms"], "kernel_ms": r["kernel_ms"]}
+               for r in run1["llm"]["llama-8B"]["prefill"]]
+    big = [r for r in prefill if r["batch"] * r["len"] >= 4096]
+    per_token_s = float(np.mean([r["ms"] / 1e3 / (r["batch"] * r["len"]) for r in big]))
+    design = np.array([[1.0, r["batch"], r["batch"] * r["kv"]] for r in decode])
+    (floor_s, per_seq_s, per_ctx_s), *_ = np.linalg.lstsq(design, np.array([r["ms"] / 1e3 for r in decode]), rcond=None)
+
+    def host_s(e2e: str, forward: str, seq: int) -> float:
+        [call] = [r for r in fp16[e2e] if r["seq"] == seq and r["batch"] == 1]
+        [kernel] = [r for r in fp16[forward] if r["seq"] == seq and r["batch"] == 1]
+        return (call["ms"] - kernel["kernel_ms"]) / 1e3
+
+    engines = [
+        _encoder_profile("twin-embed", "query", [r for r in fp16["embed_e2e"] if r["seq"] == 16]),
+        _encoder_profile("twin-embed", "chunk", [r for r in fp16["embed_e2e"] if r["seq"] == 256]),
+        _encoder_profile("twin-rerank", "pairs", [r for r in fp16["rerank_e2e"] if r["seq"] == 288]),
+    ]
+    return {
+        "name": "h100-8b",
+        "label": "simulated from measured H100 curves",
+        "source": "gpu-h100-engines.json (NVIDIA H100 80GB HBM3, 2026-11-23): run1 fp16 encoder e2e, "
+                  "run1 llama-8B prefill, run3 llama-8B CUDA-graph decode",
+        "engines": engines,
+        "twin": {
+            "llm": {
+                "cost": {"floor_s": float(floor_s), "per_token_s": per_token_s, "per_seq_s": float(per_seq_s),
+                         "per_context_token_s": float(per_ctx_s)},
+                "config": {"block_size": 16, "max_num_seqs": 1024, "max_num_batched_tokens": 8192,
+                           "num_gpu_blocks": int(KV_CACHE_BYTES // (KV_BYTES_PER_TOKEN * 16)), "max_model_len": 8192},
+            },
+            "embed": {"engine": "twin-embed", "classes": {"query": 16, "chunk": 256},
+                      "host_s": host_s("embed_e2e", "embed", 16)},
+            "rerank": {"engine": "twin-rerank", "classes": {"pairs": 288},
+                       "host_s": host_s("rerank_e2e", "rerank", 288)},
+        },
+        "measurements": {"llm_decode": decode, "llm_prefill": prefill,
+                         "rerank_one_call": raw["run2_nomask_tokenizer_concurrency"]["conc"]},
+    }
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1]) as source:
+        json.dump(fit_h100(json.load(source)), sys.stdout, indent=1)
+        sys.stdout.write("\n")

@@ -1,0 +1,135 @@
+"""Twin profiles: measured engine curves plus the parameters fitted to them.
+
+A twin profile is the format `accel profile` saves (`EngineProfile`: per engine and input label,
+batch size -> latency) with a `twin` section of fitted parameters and the raw `measurements`
+they were fitted to, so the validation test can compare the model with the measurements without
+reading anything outside the project. Every number a twin produces is simulated: `label` says so.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from accel.engines.errors import InvalidRequest
+from accel.engines.profile import EngineProfile, ProfilePoint
+
+SHIPPED = ("h100-8b",)
+
+
+@dataclass(frozen=True)
+class LLMCost:
+    """One scheduler step of a decoder, as a roofline: the step reads all weights once
+    (`floor_s`), and its compute (`per_token_s` for every token it processes) hides under that
+    read until it exceeds it; each sequence in the step adds `per_seq_s` (sampling, metadata) and
+    each context token a decoding sequence attends to adds `per_context_token_s` (KV read)."""
+
+    floor_s: float
+    per_token_s: float
+    per_seq_s: float
+    per_context_token_s: float
+
+    def step_s(self, prefill_tokens: int, prefill_seqs: int, decode_seqs: int, context_tokens: int) -> float:
+        """`context_tokens`: the KV length summed over the decoding sequences."""
+        if prefill_tokens == 0 and decode_seqs == 0:
+            return 0.0
+        tokens = prefill_tokens + decode_seqs
+        return (max(self.floor_s, self.per_token_s * tokens) + self.per_seq_s * (prefill_seqs + decode_seqs)
+                + self.per_context_token_s * context_tokens)
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    """The engine arguments a twin's scheduler obeys (vLLM's names)."""
+
+    block_size: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    num_gpu_blocks: int
+    max_model_len: int
+
+
+@dataclass(frozen=True)
+class LengthClass:
+    """Measured call latency over batch size for inputs padded to `tokens` tokens."""
+
+    tokens: int
+    points: tuple[ProfilePoint, ...]
+
+    def latency_s(self, batch: int) -> float:
+        """Piecewise-linear in batch size between measured points; past the last point the
+        last segment's slope continues (throughput has flattened there)."""
+        sizes = [point.batch_size for point in self.points]
+        at = min(max(bisect.bisect_left(sizes, batch), 1), len(sizes) - 1)
+        lo, hi = self.points[at - 1], self.points[at]
+        if batch <= lo.batch_size:
+            return lo.latency_s
+        slope = (hi.latency_s - lo.latency_s) / (hi.batch_size - lo.batch_size)
+        return lo.latency_s + slope * (batch - lo.batch_size)
+
+
+@dataclass(frozen=True)
+class EncoderCost:
+    """A call's time: `host_s` per call, plus the measured device-and-per-item part of the
+    length class that fits the call's longest input (inputs are padded to it), scaled by
+    longest/class tokens (the cost of an item grows with its length, measured ~linear)."""
+
+    host_s: float
+    classes: tuple[LengthClass, ...]
+
+    def call_s(self, batch: int, longest_tokens: int) -> float:
+        if batch < 1:
+            return 0.0
+        fits = [c for c in self.classes if c.tokens >= longest_tokens]
+        chosen = fits[0] if fits else self.classes[-1]
+        part = max(chosen.latency_s(batch) - self.host_s, 0.0)
+        return self.host_s + part * longest_tokens / chosen.tokens
+
+
+@dataclass(frozen=True)
+class TwinProfile:
+    name: str
+    label: str
+    llm: LLMCost
+    llm_config: LLMConfig
+    embed: EncoderCost
+    rerank: EncoderCost
+    engines: tuple[EngineProfile, ...]
+    measurements: dict[str, Any]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TwinProfile:
+        try:
+            engines = tuple(EngineProfile(e["engine"], e["label"], [ProfilePoint(**p) for p in e["points"]],
+                                          int(e["max_efficient_batch"])) for e in data["engines"])
+            by_label = {(e.engine, e.label): e for e in engines}
+            twin = data["twin"]
+
+            def encoder(section: dict[str, Any]) -> EncoderCost:
+                classes = tuple(LengthClass(int(tokens), tuple(by_label[(section["engine"], label)].points))
+                                for label, tokens in sorted(section["classes"].items(), key=lambda kv: kv[1]))
+                return EncoderCost(float(section["host_s"]), classes)
+
+            return cls(data["name"], data["label"], LLMCost(**twin["llm"]["cost"]),
+                       LLMConfig(**twin["llm"]["config"]), encoder(twin["embed"]), encoder(twin["rerank"]),
+                       engines, data.get("measurements", {}))
+        except (KeyError, TypeError, ValueError) as err:
+            raise InvalidRequest("twin", f"not a twin profile ({type(err).__name__}: {err})",
+                                 "regenerate it with `python -m accel.engines.twin.fit`") from err
+
+
+def load_profile(name_or_path: str | Path) -> TwinProfile:
+    """A shipped profile by name (`h100-8b`) or a profile file by path."""
+    if str(name_or_path) in SHIPPED:
+        text = resources.files("accel.engines.twin").joinpath("profiles", f"{name_or_path}.json").read_text()
+    else:
+        path = Path(name_or_path)
+        if not path.is_file():
+            raise InvalidRequest("twin", f"no twin profile {name_or_path!r}",
+                                 f"name one of {list(SHIPPED)} or a profile file")
+        text = path.read_text()
+    return TwinProfile.from_dict(json.loads(text))
