@@ -9,6 +9,12 @@ an `APICall`: the same body (plus the program's `priority` when the server sched
 priority), and the server's response comes back as the `httpx.Response` the SDK expects, so
 everything above this point (payload building, callbacks, parsing, retries, stock exception
 types) is the SDK's and the framework's own. Hosted APIs (api.openai.com) are left alone.
+
+An embedding request (POST .../embeddings: LangChain `OpenAIEmbeddings`, LlamaIndex
+`OpenAIEmbedding` / `OpenAILikeEmbedding`) goes to the server's embedding engine, which merges
+the requests of concurrent programs into one (`accel.engines.embed_server`); each client gets
+its own inputs' slice of the answer. Its body is the client's own: token ids where the client
+tokenized (`OpenAIEmbeddings(check_embedding_ctx_length=True)`), texts where it did not.
 """
 
 from __future__ import annotations
@@ -22,13 +28,16 @@ import httpx
 from accel.adapters.common import bindings
 from accel.adapters.common.floor import route, values
 from accel.adapters.common.floor.plugins import Plugin, register
+from accel.adapters.common.server_encoders import embed_server
 from accel.engines.errors import EngineError
 from accel.engines.llm.api_call import APICall, APIChunk, APIResponse
 from accel.ir.dynamic import Site
 from accel.scope import WrappedRun
 
 COMPONENT = "openai-sdk"
+EMBED_COMPONENT = "openai-sdk:embeddings"
 _GENERATION_PATHS = ("/completions", "/chat/completions")
+_EMBEDDING_PATH = "/embeddings"
 _HOSTED = ("api.openai.com",)
 
 
@@ -38,17 +47,23 @@ def _routable(client: Any, request: Any, kwargs: dict[str, Any]) -> bool:
         and isinstance(request, httpx.Request)
         and isinstance(client._client, (httpx.Client, httpx.AsyncClient))
         and request.method == "POST"
-        and request.url.path.endswith(_GENERATION_PATHS)
+        and request.url.path.endswith((*_GENERATION_PATHS, _EMBEDDING_PATH))
         and request.url.host not in _HOSTED
     )
+
+
+def _embedding(request: httpx.Request) -> bool:
+    return request.url.path.endswith(_EMBEDDING_PATH)
 
 
 def _call(client: Any, request: httpx.Request) -> tuple[bindings.EngineSpec, APICall]:
     body = request.read()
     call = APICall(request.method, str(request.url), tuple(request.headers.multi_items()), body,
                    timeout=request.extensions.get("timeout"))
-    api_key = getattr(client, "api_key", None) or "EMPTY"
-    spec = bindings.openai_server(str(client.base_url).rstrip("/"), call.model or "", str(api_key))
+    api_key = str(getattr(client, "api_key", None) or "EMPTY")
+    if _embedding(request):
+        return embed_server(str(client.base_url), api_key), call
+    spec = bindings.openai_server(str(client.base_url).rstrip("/"), call.model or "", api_key)
     return spec, call
 
 
@@ -93,6 +108,13 @@ def _send_sync(original: Any) -> Any:
         if run is None or not _routable(self, request, kwargs):
             return original(self, request, stream=stream, **kwargs)
         spec, call = _call(self, request)
+        if _embedding(request):
+            try:
+                [answer] = route.submit_sync(run, spec, [call], EMBED_COMPONENT)
+            except (EngineError, route.OnSessionLoop) as err:
+                route.note_fallback(EMBED_COMPONENT, err)
+                return original(self, request, stream=stream, **kwargs)
+            return _response(request, answer)
         site = _learn_request(run, spec, call.body)
         try:
             if not stream:
@@ -116,6 +138,13 @@ def _send_async(original: Any) -> Any:
         if run is None or not _routable(self, request, kwargs):
             return await original(self, request, stream=stream, **kwargs)
         spec, call = _call(self, request)
+        if _embedding(request):
+            try:
+                [answer] = await route.submit_async(run, spec, [call], EMBED_COMPONENT)
+            except EngineError as err:
+                route.note_fallback(EMBED_COMPONENT, err)
+                return await original(self, request, stream=stream, **kwargs)
+            return _response(request, answer)
         site = _learn_request(run, spec, call.body)
         try:
             if not stream:
