@@ -30,6 +30,10 @@ class Settings:
     rerank_model: str | None = field(default_factory=lambda: _env("ACCEL_RERANK_MODEL"))
     pg_dsn: str | None = field(default_factory=lambda: _env("ACCEL_PG_DSN"))
     openai_base_url: str | None = field(default_factory=lambda: _env("ACCEL_OPENAI_BASE_URL"))
+    embed_base_url: str | None = field(default_factory=lambda: _env("ACCEL_EMBED_BASE_URL"))
+    """A running embedding server (`/v1/embeddings`) that `accel up` records instead of starting one."""
+    rerank_base_url: str | None = field(default_factory=lambda: _env("ACCEL_RERANK_BASE_URL"))
+    """A running rerank server (`/score`, `/rerank`) that `accel up` records instead of starting one."""
     kv_cache_gib: int = field(default_factory=lambda: int(_env("VLLM_CPU_KVCACHE_SPACE") or 2))
 
     @property

@@ -34,6 +34,12 @@ class StackInfo:
     replica_urls: list[str] | None = None  # `up --replicas N`: every vLLM server, the first one first
     replica_pids: list[int] | None = None  # their API server processes (the first one's is server_pid)
     ray_address: str | None = None
+    embed_base_url: str | None = None  # `up --encoders server` or ACCEL_EMBED_BASE_URL: the embedding server
+    embed_model_name: str | None = None
+    rerank_base_url: str | None = None  # ... and the rerank server (/score, /rerank)
+    rerank_model_name: str | None = None
+    embed_server_pid: int | None = None  # set when `up` started the pooling server itself
+    rerank_server_pid: int | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -90,16 +96,32 @@ def pid_alive(pid: int | None) -> bool:
 
 
 async def up(cfg: Settings | None = None, *, report: Report = _quiet, max_model_len: int | None = None,
-             replicas: int = 1) -> StackInfo:
+             replicas: int = 1, encoders: str = "inprocess") -> StackInfo:
     """Start what is not running yet and return how to reach it. Idempotent; after a crash
     it restarts only what stopped, on the recorded port and socket, so chains built on the
     recorded URLs work again without being rebuilt. `replicas > 1` starts that many vLLM
     servers (wrapped apps use them all, `scaleout.py`) and records a local Ray for the
     embedder and reranker replicas. One `up` at a time per home: a second one waits, then
-    reports the same stack."""
+    reports the same stack. `encoders="server"` also starts vLLM pooling servers for the
+    embedder and the reranker (`encoder_servers.py`); ACCEL_EMBED_BASE_URL / ACCEL_RERANK_BASE_URL
+    name running ones instead."""
     cfg = cfg or current_settings()
+    if encoders not in ("inprocess", "server"):
+        raise EngineError("stack", f"unknown encoders {encoders!r}", "pass 'inprocess' (the default) or 'server'")
     async with locked_home(cfg.home, report):
-        return await _up(cfg, report, max_model_len, replicas)
+        info = await _up(cfg, report, max_model_len, replicas)
+        return await _with_encoders(cfg, info, report, start=encoders == "server")
+
+
+async def _with_encoders(cfg: Settings, info: StackInfo, report: Report, *, start: bool) -> StackInfo:
+    from .encoder_servers import up_encoders
+
+    # a server that started before another failed is still tagged with this home: `down` stops it
+    updated = await up_encoders(cfg, info, report, start=start, embed_model=info.embed_model,
+                                rerank_model=info.rerank_model)
+    if updated != info:
+        _write_state(cfg, updated)
+    return updated
 
 
 async def _up(cfg: Settings, report: Report, max_model_len: int | None, replicas: int) -> StackInfo:
@@ -182,6 +204,11 @@ async def _revive(state: StackInfo, cfg: Settings, report: Report, max_model_len
                               served_model_name=state.model, index=index)
         state.replica_pids[index] = extra.pid  # type: ignore[index]
         restarted.append(f"vllm-server#{index}")
+    from .encoder_servers import revive_encoders
+
+    state, encoders = await revive_encoders(cfg, state, report, embed_model=state.embed_model,
+                                            rerank_model=state.rerank_model)
+    restarted += encoders
     if not restarted:
         report("stack already up")
         return state
@@ -268,6 +295,11 @@ def _down(cfg: Settings, report: Report) -> list[str]:
                 stopped.append(f"vllm-server#{index}")
             except Exception as exc:
                 errors.append(f"vllm-server#{index}: {exc}")
+    from .encoder_servers import down_encoders
+
+    encoders, failed = down_encoders(state, report)
+    stopped += encoders
+    errors += failed
     if state.pg_dir:
         report("stopping embedded Postgres")
         try:
@@ -285,7 +317,9 @@ def _stop_unrecorded(cfg: Settings, state: StackInfo | None, report: Report) -> 
     """Stop the servers tagged with this home that the state file does not name."""
     from .llm.server import stop_pid
 
-    recorded = set(state.replica_pids or []) | {state.server_pid} if state else set()
+    from .encoder_servers import recorded_pids
+
+    recorded = set(state.replica_pids or []) | {state.server_pid} | recorded_pids(state) if state else set()
     stopped = []
     for pid in tagged_servers(cfg.home):
         if pid not in recorded:

@@ -28,13 +28,18 @@ def print_json(document: Any) -> None:
 def up(as_json: bool = JSON_FLAG, verbose: bool = quiet.VERBOSE,
        replicas: int = typer.Option(1, "--replicas", min=1, help="vLLM servers to start; with more than one, wrapped "
                                     "apps spread over them and run the embedder and reranker as Ray actors "
-                                    "(needs the `ray` extra).")) -> None:
+                                    "(needs the `ray` extra)."),
+       encoders: str = typer.Option("inprocess", "--encoders", help="'inprocess' (default): apps embed and rerank "
+                                    "in their own process; 'server': also start vLLM pooling servers for the "
+                                    "embedder (/v1/embeddings) and the reranker (/score, /rerank), as GPU "
+                                    "deployments serve them (ACCEL_EMBED_BASE_URL / ACCEL_RERANK_BASE_URL name "
+                                    "running ones instead).")) -> None:
     """Start the embedded local stack: Postgres + pgvector and a vLLM OpenAI server."""
     quiet.configure(verbose)
     from accel.engines import stack
 
     with Steps(console) as steps:
-        info = asyncio.run(stack.up(report=steps.step, replicas=replicas))
+        info = asyncio.run(stack.up(report=steps.step, replicas=replicas, encoders=encoders))
     if as_json:
         print_json(info.shown())  # a DSN's password is never printed
         return
@@ -45,6 +50,9 @@ def up(as_json: bool = JSON_FLAG, verbose: bool = quiet.VERBOSE,
     out.print(table)
     out.print(f"LangChain: ChatOpenAI(base_url='{info.openai_base_url}', model='{info.model}', api_key='EMPTY')")
     out.print(f"Postgres:  psycopg.connect('{info.shown()['pg_dsn']}')")
+    if info.embed_base_url:
+        out.print(f"Embeddings: OpenAIEmbeddings(base_url='{info.embed_base_url}', model='{info.embed_model_name}', "
+                  "api_key='EMPTY', check_embedding_ctx_length=False)")
     out.print("Stop it with `accel down`.")
 
 

@@ -1,0 +1,72 @@
+"""`accel up --encoders server --json` / `accel down` from .venv/bin/accel: a vLLM pooling server
+for the embedder is started and recorded, a rerank server named by ACCEL_RERANK_BASE_URL is
+recorded and left alone; `down` stops what `up` started only. The LLM server and Postgres are
+named by URL, so only the encoders start here.
+
+ACCEL_TEST_RERANK_URL reuses a rerank server already running (local iteration).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from accel.config import Settings
+from accel.engines.encoder_servers import EMBED_SERVED_NAME, RERANK, RERANK_SERVED_NAME, launch_encoder
+from accel.engines.llm.server import ServerHandle
+from accel.engines.offline.reranker import build_reranker
+from accel.engines.stack import pid_alive
+
+ACCEL = str(Path(sys.executable).with_name("accel"))
+pytestmark = [pytest.mark.engines, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def rerank_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    running = os.environ.get("ACCEL_TEST_RERANK_URL")
+    if running:
+        yield running.rstrip("/")
+        return
+    home = tmp_path_factory.mktemp("rerank-server")
+    handle = asyncio.run(launch_encoder(Settings(home=home), RERANK, str(build_reranker(home / "rerank"))))
+    try:
+        yield handle.base_url
+    finally:
+        asyncio.run(handle.stop())
+
+
+def test_up_starts_the_embedding_server_and_records_a_named_rerank_server(
+        vllm_server: ServerHandle, tiny_model: Path, postgres_factory: Callable[[str], str], rerank_url: str) -> None:
+    env = dict(os.environ, ACCEL_HOME=tempfile.mkdtemp(prefix="accel-enc-"), ACCEL_LLM_MODEL=str(tiny_model),
+               ACCEL_RERANK_MODEL=str(build_reranker()), ACCEL_OPENAI_BASE_URL=vllm_server.base_url,
+               ACCEL_PG_DSN=postgres_factory("accel-enc-pg-"), ACCEL_RERANK_BASE_URL=rerank_url, VLLM_CPU_KVCACHE_SPACE="1")
+    env.pop("ACCEL_EMBED_BASE_URL", None)
+    up = subprocess.run([ACCEL, "up", "--encoders", "server", "--json"], env=env, capture_output=True, text=True, timeout=600)
+    assert up.returncode == 0, up.stderr[-3000:]
+    info = json.loads(up.stdout)
+    try:
+        assert info["embed_model_name"] == EMBED_SERVED_NAME and info["embed_server_pid"]
+        assert (info["rerank_base_url"], info["rerank_model_name"], info["rerank_server_pid"]) == \
+            (rerank_url, RERANK_SERVED_NAME, None)
+        answer = httpx.post(f"{info['embed_base_url']}/embeddings", timeout=60,
+                            json={"model": info["embed_model_name"], "input": ["hello world"]}).json()
+        assert len(answer["data"][0]["embedding"]) == 384
+        again = subprocess.run([ACCEL, "up", "--json"], env=env, capture_output=True, text=True, timeout=600)
+        assert json.loads(again.stdout) == info  # recorded: a plain `up` reports the same stack
+    finally:
+        down = subprocess.run([ACCEL, "down"], env=env, capture_output=True, text=True, timeout=300)
+    assert down.returncode == 0, down.stderr[-3000:]
+    assert "vllm-embed-server" in down.stdout and "rerank" not in down.stdout
+    assert not pid_alive(info["embed_server_pid"])
+    scored = httpx.post(f"{rerank_url.removesuffix('/v1')}/score", timeout=60,
+                        json={"model": RERANK_SERVED_NAME, "text_1": "q", "text_2": ["d"]})
+    assert scored.status_code == 200  # a server named by URL is never stopped
