@@ -1,0 +1,328 @@
+"""The LLM twin: vLLM's OpenAI-compatible server over the modelled scheduler.
+
+Routes: `/v1/completions` and `/v1/chat/completions` (streamed as SSE or not, `usage` with
+`prompt_tokens_details.cached_tokens`), `/tokenize`, `/v1/models`, `/health`, `/metrics` (vLLM's
+names), `/admin/faults`. Prompts are tokenised with the offline model's tokenizer and chat
+template, as the real server does, so prompt lengths and prefix-cache hits are real. A request
+whose client leaves is aborted and leaves the batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from accel.engines.twin.content import OutputPlan
+from accel.engines.twin.engine import Sleep, TwinDied, TwinEngine
+from accel.engines.twin.faults import Faults, FaultScript
+from accel.engines.twin.generation import Generation
+from accel.engines.twin.listener import Listener
+from accel.engines.twin.profile import TwinProfile
+from accel.engines.twin.scheduler import Seq
+
+log = logging.getLogger("accel.engines.twin.llm_server")
+
+FINGERPRINT = "accel-twin"
+
+
+class BadRequest(Exception):
+    """Answered 400 with vLLM's error shape."""
+
+
+def _error(message: str, status: int = 400) -> JSONResponse:
+    kind = "BadRequestError" if status == 400 else "InternalServerError"
+    return JSONResponse({"error": {"message": message, "type": kind, "param": None, "code": status}}, status)
+
+
+class TwinLLMServer:
+    """One twin LLM: its engine, tokenizer, faults and (once started) its listener."""
+
+    def __init__(self, profile: TwinProfile, model_dir: Path, *, served_model_name: str = "tiny",
+                 priority: bool = False, sleep: Sleep = asyncio.sleep) -> None:
+        from transformers import AutoTokenizer
+
+        self.profile = profile
+        self.model = served_model_name
+        self.priority = priority
+        self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+        special = set(self.tokenizer.all_special_ids)
+        self.pieces = [("" if i in special else self.tokenizer.decode([i])) for i in range(len(self.tokenizer))]
+        self.vocab = [i for i, piece in enumerate(self.pieces)
+                      if piece and all(ch.isprintable() or ch in "\n\t" for ch in piece)]  # no half characters
+        self.engine = TwinEngine(profile.llm, profile.llm_config, priority=priority, sleep=sleep)
+        self.engine.on_death = self._died
+        self.faults = Faults(self._apply)
+        self.listener: Listener | None = None
+        self._refusal: asyncio.Task[None] | None = None
+        routes = [
+            Route("/v1/completions", self._completions, methods=["POST"]),
+            Route("/v1/chat/completions", self._chat, methods=["POST"]),
+            Route("/tokenize", self._tokenize, methods=["POST"]),
+            Route("/v1/models", self._models),
+            Route("/health", lambda _: Response(status_code=200)),
+            Route("/metrics", self._metrics),
+            *self.faults.routes(),
+        ]
+        self.app = self.faults.middleware(Starlette(routes=routes))
+
+    # ---- life ----
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        """Listen; returns the base URL (`.../v1` is the OpenAI base)."""
+        self.listener = Listener(self.app, host, port)
+        await self.listener.start()
+        log.info("twin LLM (%s, simulated) listening on %s", self.profile.label, self.listener.base_url)
+        return self.listener.base_url
+
+    async def close(self) -> None:
+        if self._refusal is not None:
+            self._refusal.cancel()
+        await self.engine.close()
+        if self.listener is not None:
+            await self.listener.stop()
+
+    def _died(self) -> None:
+        if self.listener is not None:
+            self.listener.reset_connections()
+            if self.listener.accepting:
+                self.listener.refuse()
+
+    async def _apply(self, script: FaultScript) -> None:
+        engine = self.engine
+        engine.slow_factor = script.slow_factor
+        generated = engine.scheduler.counters.generation_tokens
+        engine.die_after_tokens = None if script.die_after_tokens is None else generated + script.die_after_tokens
+        if script.stall_s:
+            engine.stall(script.stall_s)
+        if self._refusal is not None:
+            self._refusal.cancel()
+            self._refusal = None
+        if self.listener is None:
+            return
+        if script.refuse or script.refuse_s is not None:
+            self.listener.refuse()
+            if script.refuse_s is not None:
+                self._refusal = asyncio.get_running_loop().create_task(self._reopen(script.refuse_s))
+        elif not engine.dead:
+            await self.listener.accept()
+
+    async def _reopen(self, seconds: float) -> None:
+        await self.engine.sleep(seconds)
+        if self.listener is not None and not self.engine.dead:
+            await self.listener.accept()
+
+    # ---- requests ----
+    def _prompt_ids(self, body: dict[str, Any], chat: bool) -> list[int]:
+        if chat:
+            messages = body.get("messages")
+            if not isinstance(messages, list) or not messages:
+                raise BadRequest("'messages' must be a non-empty list")
+            ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=body.get("add_generation_prompt", True),
+                                                     tokenize=True, **(body.get("chat_template_kwargs") or {}))
+            ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
+            return list(ids)
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
+            prompt = prompt[0]
+        if isinstance(prompt, str):
+            return list(self.tokenizer(prompt, add_special_tokens=body.get("add_special_tokens", True)).input_ids)
+        if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+            return prompt
+        raise BadRequest("the twin serves one prompt per request (a string or a list of token ids)")
+
+    def _generation(self, body: dict[str, Any], chat: bool) -> Generation:
+        for unsupported in ("echo", "logprobs", "top_logprobs", "best_of", "tools"):
+            if body.get(unsupported) not in (None, False, 0, [], "none") and not (unsupported == "logprobs" and chat and body[unsupported] is False):
+                raise BadRequest(f"the twin does not model {unsupported!r}")
+        if body.get("n", 1) != 1:
+            raise BadRequest("the twin serves n=1")
+        if body.get("priority", 0) and not self.priority:
+            raise BadRequest("Got priority 1 but Priority scheduling is not enabled.")
+        prompt = self._prompt_ids(body, chat)
+        room = self.profile.llm_config.max_model_len - len(prompt)
+        if room < 1:
+            raise BadRequest(f"This model's maximum context length is {self.profile.llm_config.max_model_len} tokens, "
+                             f"your prompt has {len(prompt)}")
+        max_tokens = body.get("max_completion_tokens") if chat else None
+        max_tokens = max_tokens or body.get("max_tokens") or room
+        stops = body.get("stop") or ()
+        stops = (stops,) if isinstance(stops, str) else tuple(stops)
+        plan = OutputPlan(prompt, body, self.vocab, self.tokenizer.eos_token_id)
+        seq = Seq(uuid.uuid4().hex, prompt, min(int(max_tokens), room), plan, priority=int(body.get("priority", 0)))
+        return Generation(seq, self.pieces, stops, frozenset(body.get("stop_token_ids") or ()))
+
+    async def _deltas(self, gen: Generation) -> AsyncIterator[str]:
+        """The generation's text as it is released; aborts the request if the consumer leaves."""
+        queue = self.engine.submit(gen.seq)
+        try:
+            while gen.finish_reason is None:
+                item = await queue.get()
+                if isinstance(item, TwinDied):
+                    raise item
+                gen.absorb(item.id, item.finished)
+                if delta := gen.release():
+                    yield delta
+        finally:
+            self.engine.end(gen.seq, "abort" if gen.finish_reason is None else gen.finish_reason)
+
+    def _usage(self, gen: Generation) -> dict[str, Any]:
+        prompt = len(gen.seq.prompt)
+        return {"prompt_tokens": prompt, "total_tokens": prompt + len(gen.tokens), "completion_tokens": len(gen.tokens),
+                "prompt_tokens_details": {"cached_tokens": gen.seq.cached}}
+
+    async def _completions(self, request: Request) -> Response:
+        return await self._serve(request, chat=False)
+
+    async def _chat(self, request: Request) -> Response:
+        return await self._serve(request, chat=True)
+
+    async def _serve(self, request: Request, chat: bool) -> Response:
+        try:
+            body = json.loads(await request.body())
+            if not isinstance(body, dict):
+                raise BadRequest("the body must be a JSON object")
+            gen = self._generation(body, chat)
+        except (BadRequest, ValueError, TypeError) as err:
+            return _error(str(err))
+        if self.engine.dead:
+            return _error("the twin is dead", 500)
+        rid = ("chatcmpl-" if chat else "cmpl-") + gen.seq.rid[:16]
+        head = {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion", "created": int(time.time()),
+                "model": self.model}
+        if body.get("stream"):
+            usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            return _EventStream(self._sse(gen, head, chat, usage))
+        return await self._whole(request, gen, head, chat)
+
+    async def _whole(self, request: Request, gen: Generation, head: dict[str, Any], chat: bool) -> Response:
+        async def collect() -> str:
+            return "".join([delta async for delta in self._deltas(gen)])
+
+        work = asyncio.ensure_future(collect())
+        await _until_disconnect(request.receive, work)
+        if work.cancelled() or isinstance(work.exception(), TwinDied):
+            return Response(status_code=499)  # nobody reads it: the client left, or the twin died
+        text = work.result()
+        finish = {"finish_reason": gen.finish_reason, "stop_reason": gen.stop_reason}
+        if chat:
+            choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None, **finish}
+            head = {**head, "object": "chat.completion"}
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None, **finish}
+        return JSONResponse({**head, "choices": [choice], "system_fingerprint": FINGERPRINT, "usage": self._usage(gen)})
+
+    async def _sse(self, gen: Generation, head: dict[str, Any], chat: bool, usage: bool) -> AsyncIterator[str]:
+        def event(choice: dict[str, Any]) -> str:
+            return f"data: {_json({**head, 'choices': [choice]})}\n\n"
+
+        if chat:
+            yield event({"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None})
+        ended = False
+        try:
+            async for delta in self._deltas(gen):
+                ended = gen.finish_reason is not None  # the last text and the finish reason travel together
+                content = {"delta": {"content": delta}} if chat else {"text": delta}
+                yield event({"index": 0, **content, "logprobs": None, "finish_reason": gen.finish_reason,
+                             **({"stop_reason": gen.stop_reason} if ended else {})})
+        except TwinDied:
+            log.info("twin died during a stream; its connection was reset")
+            return
+        if not ended:  # the last token added no text (EOS, a stop token, a stop string)
+            content = {"delta": {}} if chat else {"text": ""}
+            yield event({"index": 0, **content, "logprobs": None, "finish_reason": gen.finish_reason,
+                         "stop_reason": gen.stop_reason})
+        if usage:
+            yield f"data: {_json({**head, 'choices': [], 'usage': self._usage(gen)})}\n\n"
+        yield "data: [DONE]\n\n"
+
+    # ---- the small routes ----
+    async def _tokenize(self, request: Request) -> Response:
+        body = json.loads(await request.body())
+        try:
+            ids = self._prompt_ids(body, chat="messages" in body)
+        except BadRequest as err:
+            return _error(str(err))
+        return JSONResponse({"count": len(ids), "max_model_len": self.profile.llm_config.max_model_len,
+                             "tokens": ids, "token_strs": None})
+
+    async def _models(self, _: Request) -> Response:
+        card = {"id": self.model, "object": "model", "created": int(time.time()), "owned_by": "vllm", "root": self.model,
+                "parent": None, "max_model_len": self.profile.llm_config.max_model_len}
+        return JSONResponse({"object": "list", "data": [card]})
+
+    async def _metrics(self, _: Request) -> Response:
+        sched, counters = self.engine.scheduler, self.engine.scheduler.counters
+        labels = f'engine="0",model_name="{self.model}"'
+        config = self.profile.llm_config
+        lines = [
+            f"vllm:num_requests_running{{{labels}}} {float(len(sched.running))}",
+            f"vllm:num_requests_waiting{{{labels}}} {float(len(sched.waiting))}",
+            f"vllm:kv_cache_usage_perc{{{labels}}} {sched.kv_usage()}",
+            f"vllm:prefix_cache_queries_total{{{labels}}} {float(counters.prefix_cache_queries)}",
+            f"vllm:prefix_cache_hits_total{{{labels}}} {float(counters.prefix_cache_hits)}",
+            f"vllm:prompt_tokens_total{{{labels}}} {float(counters.prompt_tokens)}",
+            f"vllm:prompt_tokens_cached_total{{{labels}}} {float(counters.prompt_tokens_cached)}",
+            f"vllm:generation_tokens_total{{{labels}}} {float(counters.generation_tokens)}",
+            *(f'vllm:request_success_total{{{labels},finished_reason="{reason}"}} {float(n)}'
+              for reason, n in counters.finished.items()),
+            f'vllm:cache_config_info{{block_size="{config.block_size}",enable_prefix_caching="True",engine="0",'
+            f'num_gpu_blocks="{config.num_gpu_blocks}"}} 1.0',
+            f"twin:simulated_seconds_total{{{labels}}} {self.engine.simulated_s}",
+        ]
+        return PlainTextResponse("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4")
+
+
+def _json(data: dict[str, Any]) -> str:
+    return json.dumps(data, separators=(",", ":"))  # vLLM's compact events
+
+
+async def _until_disconnect(receive: Receive, work: asyncio.Future[Any]) -> None:
+    """Wait for `work`; cancel it if the client goes first (the body is read, so the next
+    message from the server is the disconnect)."""
+    async def gone() -> None:
+        message = await receive()
+        while message["type"] != "http.disconnect":
+            message = await receive()
+
+    watch = asyncio.ensure_future(gone())
+    try:
+        await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (work, watch):
+            task.cancel()
+        await asyncio.gather(work, watch, return_exceptions=True)
+
+
+class _EventStream(Response):
+    """Server-sent events whose producer is cancelled (and so aborts its request) as soon as the
+    client disconnects, whatever the ASGI server's spec version."""
+
+    def __init__(self, events: AsyncIterator[str]) -> None:
+        self.status_code = 200
+        self.background = None
+        self.raw_headers = [(b"content-type", b"text/event-stream; charset=utf-8")]  # chunked: no length
+        self.events = events
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def pump() -> None:
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            async for event in self.events:
+                await send({"type": "http.response.body", "body": event.encode(), "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+        work = asyncio.ensure_future(pump())
+        await _until_disconnect(receive, work)
+        await self.events.aclose()  # type: ignore[attr-defined]
+        if not work.cancelled() and work.exception() is not None and not isinstance(work.exception(), OSError):
+            raise work.exception()  # type: ignore[misc]

@@ -1,0 +1,133 @@
+"""The LLM twin speaks vLLM's OpenAI API with deterministic content and real token counts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import pytest
+
+from accel.engines.twin.scheduler import Scheduler, Seq
+from accel.engines.twin.content import OutputPlan
+from accel.engines.twin.profile import LLMConfig
+
+CHAT = [{"role": "system", "content": "You answer briefly."}, {"role": "user", "content": "What is a twin?"}]
+
+
+def _events(text: str) -> list[dict]:
+    lines = [line[len("data: "):] for line in text.split("\n\n") if line.startswith("data: ")]
+    assert lines[-1] == "[DONE]"
+    return [json.loads(line) for line in lines[:-1]]
+
+
+async def test_completion_is_deterministic_and_streams_the_same_text(make_twin) -> None:
+    twin = await make_twin()
+    body = {"model": "tiny", "prompt": "The capital of France is", "max_tokens": 12, "ignore_eos": True}
+    async with httpx.AsyncClient(base_url=twin.listener.base_url) as client:
+        first = (await client.post("/v1/completions", json=body)).json()
+        again = (await client.post("/v1/completions", json=body)).json()
+        other = (await client.post("/v1/completions", json={**body, "seed": 7})).json()
+        streamed = await client.post("/v1/completions", json={**body, "stream": True, "stream_options": {"include_usage": True}})
+        counted = (await client.post("/tokenize", json={"model": "tiny", "prompt": body["prompt"]})).json()
+    text = first["choices"][0]["text"]
+    assert text and text == again["choices"][0]["text"] and text != other["choices"][0]["text"]
+    assert first["choices"][0]["finish_reason"] == "length"
+    assert first["usage"]["prompt_tokens"] == counted["count"] == len(twin.tokenizer(body["prompt"]).input_ids)
+    assert first["usage"]["completion_tokens"] == 12
+    events = _events(streamed.text)
+    assert "".join(e["choices"][0]["text"] for e in events if e["choices"]) == text
+    assert [e["choices"][0]["finish_reason"] for e in events if e["choices"]][-1] == "length"
+    assert events[-1]["usage"]["completion_tokens"] == 12 and events[-1]["choices"] == []
+
+
+async def test_chat_streams_role_first_and_counts_the_template(make_twin) -> None:
+    twin = await make_twin()
+    body = {"model": "tiny", "messages": CHAT, "max_tokens": 8, "ignore_eos": True}
+    async with httpx.AsyncClient(base_url=twin.listener.base_url) as client:
+        whole = (await client.post("/v1/chat/completions", json=body)).json()
+        streamed = _events((await client.post("/v1/chat/completions", json={**body, "stream": True})).text)
+    template = twin.tokenizer.apply_chat_template(CHAT, add_generation_prompt=True, tokenize=True)
+    template = template["input_ids"] if hasattr(template, "keys") else template
+    assert whole["usage"]["prompt_tokens"] == len(template)
+    assert whole["object"] == "chat.completion" and whole["choices"][0]["message"]["role"] == "assistant"
+    assert streamed[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    content = "".join(e["choices"][0]["delta"].get("content", "") for e in streamed[1:])
+    assert content == whole["choices"][0]["message"]["content"]
+
+
+async def test_a_shared_prefix_is_reported_cached(make_twin) -> None:
+    twin = await make_twin()
+    shared = " ".join(f"word{i}" for i in range(60))
+    async with httpx.AsyncClient(base_url=twin.listener.base_url) as client:
+        cold = (await client.post("/v1/completions", json={"prompt": shared + " first", "max_tokens": 2})).json()
+        warm = (await client.post("/v1/completions", json={"prompt": shared + " second", "max_tokens": 2})).json()
+        metrics = (await client.get("/metrics")).text
+    assert cold["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+    cached = warm["usage"]["prompt_tokens_details"]["cached_tokens"]
+    assert cached > 0 and cached % 16 == 0 and cached < warm["usage"]["prompt_tokens"]
+    assert f'vllm:prompt_tokens_cached_total{{engine="0",model_name="tiny"}} {float(cached)}' in metrics
+    for name in ("num_requests_running", "num_requests_waiting", "prompt_tokens_total", "generation_tokens_total",
+                 "prefix_cache_hits_total", "kv_cache_usage_perc"):
+        assert f"vllm:{name}{{" in metrics
+    assert 'block_size="16"' in metrics
+
+
+async def test_stop_strings_eos_and_stop_reason(make_twin) -> None:
+    twin = await make_twin()
+    body = {"prompt": "Tell me a story", "max_tokens": 40, "ignore_eos": True}
+    async with httpx.AsyncClient(base_url=twin.listener.base_url) as client:
+        full = (await client.post("/v1/completions", json=body)).json()["choices"][0]["text"]
+        stop = full[len(full) // 2:len(full) // 2 + 3]
+        cut = (await client.post("/v1/completions", json={**body, "stop": [stop]})).json()["choices"][0]
+        streamed = _events((await client.post("/v1/completions", json={**body, "stop": stop, "stream": True})).text)
+        natural = (await client.post("/v1/completions", json={"prompt": "Tell me a story", "max_tokens": 500})).json()
+    assert cut["text"] == full[:full.index(stop)]
+    assert (cut["finish_reason"], cut["stop_reason"]) == ("stop", stop)
+    assert "".join(e["choices"][0]["text"] for e in streamed) == cut["text"]
+    assert streamed[-1]["choices"][0]["stop_reason"] == stop
+    choice = natural["choices"][0]
+    assert choice["finish_reason"] == "stop" and choice["stop_reason"] is None  # EOS, before max_tokens
+    assert natural["usage"]["completion_tokens"] < 500
+
+
+async def test_priority_needs_priority_scheduling(make_twin) -> None:
+    fcfs, ranked = await make_twin(), await make_twin(priority=True)
+    body = {"prompt": "hi", "max_tokens": 2, "priority": 5}
+    async with httpx.AsyncClient() as client:
+        refused = await client.post(fcfs.listener.base_url + "/v1/completions", json=body)
+        served = await client.post(ranked.listener.base_url + "/v1/completions", json=body)
+    assert refused.status_code == 400 and "Priority scheduling" in refused.json()["error"]["message"]
+    assert served.status_code == 200
+
+
+def test_priority_scheduling_admits_the_lowest_value_first() -> None:
+    config = LLMConfig(block_size=16, max_num_seqs=1, max_num_batched_tokens=64, num_gpu_blocks=100, max_model_len=256)
+    plan = OutputPlan([1], {"ignore_eos": True}, [5], None)
+    for priority_mode, first in ((False, "late"), (True, "urgent")):
+        scheduler = Scheduler(config, priority=priority_mode)
+        scheduler.add(Seq("late", [1, 2], 4, plan, priority=3))
+        scheduler.add(Seq("urgent", [3, 4], 4, plan, priority=-1))
+        step = scheduler.plan()
+        assert step is not None and [seq.rid for seq, _ in step.prefill] == [first]
+
+
+async def test_a_client_that_leaves_aborts_its_request(make_twin) -> None:
+    twin = await make_twin()
+    aborted = asyncio.Event()
+    end = twin.engine.end
+
+    def watch(seq: Seq, reason: str) -> None:
+        end(seq, reason)
+        if reason == "abort":
+            aborted.set()
+
+    twin.engine.end = watch
+    body = {"prompt": "go on forever", "max_tokens": 5000, "ignore_eos": True, "stream": True}
+    async with httpx.AsyncClient(base_url=twin.listener.base_url) as client:
+        async with client.stream("POST", "/v1/completions", json=body) as response:
+            async for _ in response.aiter_lines():
+                break
+    await asyncio.wait_for(aborted.wait(), 30)
+    assert not twin.engine.scheduler.running and twin.engine.scheduler.counters.finished["abort"] == 1
+    assert twin.engine.scheduler.counters.generation_tokens < 5000
