@@ -16,6 +16,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from accel.scope import current_run, in_stock_call
+
 logger = logging.getLogger("accel.patches")
 _store_lock = threading.Lock()
 
@@ -61,8 +63,6 @@ class MethodPatch:
 
     def accelerated(self, obj: Any) -> Any | None:
         """The object's drop-in (made once), or None when this call must stay stock."""
-        from accel.scope import current_run, in_stock_call
-
         # inside a wrapped run (opaque steps, nodes, tools) nested apps are part of that program
         if not self._accept(obj) or in_stock_call() or current_run() is not None:
             return None

@@ -64,7 +64,13 @@ class WrappedRunnable(Runnable[Any, Any]):
         self._session = get_session(policy=policy)
         root, self._layers = peel_root(original)
         self._root = root  # what runs once the outer bindings are applied (`_bind`)
-        capture, graph, context = _capture(root, self._session, tuple(disabled_passes))
+        self._disabled_passes = tuple(disabled_passes)
+        self._template = None
+        if python_only(root):  # nothing to lower, known without a capture (explain() makes one)
+            self.lowered, self._steps = False, None
+            self._run_as_is()
+            return
+        capture, graph, context = _capture(root, self._session, self._disabled_passes)
         self._runs, self._scope, self._leaf_root = capture.runs, capture.scope, capture.leaf_root
         self.lowered = has_engine_work(graph)
         self._steps: list[Step] = capture.report if self.lowered else capture.inside(root) or capture.report
@@ -73,18 +79,21 @@ class WrappedRunnable(Runnable[Any, Any]):
         self._own_batch = capture.own_batch
         self._models = capture.models  # their stock clients' exception types (`_stock_error`)
         self._llm_names = {self._session.get_engine(name).name for name in capture.llm_engines}
-        self._template = None
         if self.lowered:
             self._template = self._session.template(("langchain", next(_wrap_ids)), lambda: graph, context=context,
-                                                    disabled_passes=tuple(disabled_passes))
+                                                    disabled_passes=self._disabled_passes)
             self._runs.bind(self._scope, self._template)
             self._chat_result = chat_result(self._template)
         else:
-            log.info("accel.wrap(%s): no engine work accel can lower; the chain runs as-is", self.name)
-            for name in _DELEGATED:
-                setattr(self, name, _delegate(self, name))
-            for name in _ADELEGATED:
-                setattr(self, name, _adelegate(self, name))
+            self._run_as_is()
+
+    def _run_as_is(self) -> None:
+        """Nothing is lowered: every entry point is the original's own (`_delegate`)."""
+        log.info("accel.wrap(%s): no engine work accel can lower; the chain runs as-is", self.name)
+        for name in _DELEGATED:
+            setattr(self, name, _delegate(self, name))
+        for name in _ADELEGATED:
+            setattr(self, name, _adelegate(self, name))
 
     def __getattr__(self, name: str) -> Any:
         """Attributes the wrapper does not define are the original's (`steps`, `first`, ...)."""
@@ -356,6 +365,9 @@ class WrappedRunnable(Runnable[Any, Any]):
         title = f"accel.wrap({self.name}) [LangChain]"
         counters = [f"  {name}: {n}" for name, n in sorted(self.counters.items())]
         if not self.lowered:
+            if self._steps is None:
+                capture = _capture(self._root, self._session, self._disabled_passes)[0]
+                self._steps = capture.inside(self._root) or capture.report
             lines = [title, "", "runs as-is: no engine work accel can lower (engine calls inside are still captured)", "",
                      "components:"] + [f"  [opaque ] {s.component}: {s.detail}" for s in self._steps]
             return "\n".join(lines + (["", "counters:", *counters] if counters else []))
@@ -475,6 +487,33 @@ def _fallback_event(app: str, err: EngineError) -> None:
     from opentelemetry import trace
 
     trace.get_current_span().add_event("accel.fallback", {"accel.app": app, "accel.engine": err.engine, "accel.cause": err.cause})
+
+
+def python_only(runnable: Any) -> bool:
+    """Whether `runnable` is plain Python (lambdas, passthroughs, picks, prompts, parsers) put
+    together by sequences, parallels, assigns and branches. A capture lowers engine work only
+    from a model or a retriever, so such a chain has none: wrapping it needs no capture, which
+    costs more than the chain's own call (ACCEL_AUTO wraps each new chain at its first call)."""
+    from langchain_core.output_parsers import BaseOutputParser
+    from langchain_core.prompts import BasePromptTemplate
+    from langchain_core.runnables import RunnableBranch, RunnableLambda, RunnableParallel, RunnablePassthrough, RunnableSequence
+    from langchain_core.runnables.passthrough import RunnableAssign, RunnablePick
+
+    def plain(part: Any) -> bool:
+        kind = type(part)
+        if isinstance(part, RunnableSequence):
+            parts = part.steps
+        elif kind is RunnableParallel:
+            parts = list(part.steps__.values())
+        elif kind is RunnableAssign:
+            parts = list(part.mapper.steps__.values())
+        elif kind is RunnableBranch:
+            parts = [*(p for branch in part.branches for p in branch), part.default]
+        else:
+            return kind in (RunnableLambda, RunnablePassthrough, RunnablePick) or isinstance(part, (BasePromptTemplate, BaseOutputParser))
+        return all(plain(p) for p in parts)
+
+    return plain(runnable)
 
 
 def _capture(original: Runnable, session: Any, disabled_passes: tuple[str, ...]) -> tuple[Capture, Any, Any]:

@@ -7,10 +7,12 @@ use, `get_state`, `update_state`, `with_config`, drawing and serialising work as
 only its entry points differ. Each top-level call enters a `WrappedRun` whose
 `remaining_depth` reads the node running in the calling context, so the engine calls that node
 functions make are captured by the floor, batch across runs and carry depth priorities.
-`invoke`/`ainvoke` run inside the run; `stream`/`astream`/`stream_events`/`astream_events` run
-each step of the original iterator in a context holding the run (a copy of the caller's, so
-nothing leaks into the consumer's context); `batch`/`abatch` are `Runnable`'s, over `invoke` /
-`ainvoke`, so each input is a program of its own.
+`invoke`/`ainvoke` run inside the run (the stream their stock body opens needs no program of
+its own); `stream`/`stream_events` run each step of the original iterator in a context holding
+the run (a copy of the caller's, so nothing leaks into the consumer's context), and
+`astream`/`astream_events` each step awaited by the consumer with the run held only while it
+runs; `batch`/`abatch` are `Runnable`'s, over `invoke` / `ainvoke`, so each input is a program
+of its own.
 
 A node whose runnable is itself an LCEL composition with engine work (`add_node("generate",
 prompt | llm | ...)`) is lowered by the LangChain adapter: the copy's node runs the wrapped
@@ -23,7 +25,6 @@ seen in earlier runs are warmed as soon as the run has produced what they open w
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -154,20 +155,37 @@ def lower_nodes(graph: Any, options: WrapOptions) -> tuple[dict[str, Any], dict[
     return nodes, lowered
 
 
+_invoking: contextvars.ContextVar[Any] = contextvars.ContextVar("accel_graph_invoking", default=None)
+"""The drop-in whose `invoke` / `ainvoke` is running its stock body in this context: that body
+streams through `self.stream` / `self.astream`, which then need no program of their own."""
+
+
 def _accelerated_class(base: type, accel: _Accel) -> type:
     def invoke(self: Any, input: Any, config: Any = None, **kwargs: Any) -> Any:
         with accel.program(input):
-            return base.invoke(self, input, config, **kwargs)
+            token = _invoking.set(self)
+            try:
+                return base.invoke(self, input, config, **kwargs)
+            finally:
+                _invoking.reset(token)
 
     async def ainvoke(self: Any, input: Any, config: Any = None, **kwargs: Any) -> Any:
         with accel.program(input):
-            return await base.ainvoke(self, input, config, **kwargs)
+            token = _invoking.set(self)
+            try:
+                return await base.ainvoke(self, input, config, **kwargs)
+            finally:
+                _invoking.reset(token)
 
     def stream(self: Any, input: Any, config: Any = None, **kwargs: Any) -> Iterator[Any]:
+        if _own_stream(self):  # `invoke`'s own stream, driven by it inside its program
+            return base.stream(self, input, config, **kwargs)
         context, end = accel.program_context(input)
         return _steps_in(context, context.run(base.stream, self, input, config, **kwargs), end)
 
     def astream(self: Any, input: Any, config: Any = None, **kwargs: Any) -> AsyncIterator[Any]:
+        if _own_stream(self):
+            return base.astream(self, input, config, **kwargs)
         context, end = accel.program_context(input)
         return _asteps_in(context, context.run(base.astream, self, input, config, **kwargs), end)
 
@@ -200,6 +218,15 @@ def _accelerated_class(base: type, accel: _Accel) -> type:
     return type(base.__name__, (base,), namespace)
 
 
+def _own_stream(graph: Any) -> bool:
+    """Whether this stream call is the one `graph.invoke` / `ainvoke` makes of its own stock
+    body (each makes one; a stream that body's nodes open is another call)."""
+    if _invoking.get() is not graph:
+        return False
+    _invoking.set(None)  # reset by `invoke` when it returns
+    return True
+
+
 def _events_in(accel: _Accel, method: Any, graph: Any, input: Any, args: tuple, kwargs: dict) -> Any:
     """`method` (stream_events / astream_events) inside this call's program: its iterator
     driven step by step in the program's context; anything else (an error value) as is."""
@@ -230,24 +257,23 @@ def _steps_in(context: contextvars.Context, items: Iterator[Any], end: Callable[
 
 
 async def _asteps_in(context: contextvars.Context, items: AsyncIterator[Any], end: Callable[[], None]) -> AsyncIterator[Any]:
-    """Async iteration of `items`, each step a task in `context` (cancelling the consumer
-    cancels the step, as it would the stock iterator's await); `end()` once done."""
-    loop = asyncio.get_running_loop()
-
-    async def step() -> Any:
-        return await anext(items)
-
+    """Async iteration of `items`, each step awaited by the consumer (its task, as stock's
+    steps are) inside the program `context` holds, which is not held across yields; `end()`
+    once done. (Not a task per step in `context`: that cost a task per chunk.)"""
+    run = context.run(current_run)
     try:
         while True:
-            try:
-                item = await loop.create_task(step(), context=context)
-            except StopAsyncIteration:
-                return
+            with wrapped_run(run):
+                try:
+                    item = await anext(items)
+                except StopAsyncIteration:
+                    return
             yield item
     finally:
         aclose = getattr(items, "aclose", None)
         try:
             if aclose is not None:
-                await loop.create_task(aclose(), context=context)
+                with wrapped_run(run):
+                    await aclose()
         finally:
             end()
