@@ -83,18 +83,18 @@ class Faults:
         return failing
 
     async def install(self, script: FaultScript) -> None:
+        """Apply `script` (its `apply` raises ValueError for a fault this twin cannot play)."""
+        await self._apply(script)
         self.script = script
         self._requests = 0
         log.info("twin fault script installed: %s", script)
-        await self._apply(script)
 
     async def _admin(self, request: Request) -> Response:
         if request.method == "POST":
             try:
-                script = FaultScript.parse(json.loads(await request.body() or b"{}"))
+                await self.install(FaultScript.parse(json.loads(await request.body() or b"{}")))
             except (ValueError, TypeError) as err:
                 return JSONResponse({"error": {"message": str(err), "type": "BadRequestError", "code": 400}}, 400)
-            await self.install(script)
         elif request.method == "DELETE":
             await self.install(FaultScript())
         return JSONResponse(asdict(self.script))

@@ -20,9 +20,13 @@ class VirtualClock:
     def __init__(self) -> None:
         self.waits: list[float] = []
         self._held: dict[float, asyncio.Event] = {}
+        self._started: dict[float, asyncio.Event] = {}
 
-    def hold(self, seconds: float) -> None:
+    def hold(self, seconds: float) -> asyncio.Event:
+        """Hold waits of `seconds`; the event returned is set when one begins."""
         self._held[seconds] = asyncio.Event()
+        self._started[seconds] = asyncio.Event()
+        return self._started[seconds]
 
     def release(self, seconds: float) -> None:
         self._held.pop(seconds).set()
@@ -31,6 +35,7 @@ class VirtualClock:
         self.waits.append(seconds)
         gate = self._held.get(seconds)
         if gate is not None:
+            self._started[seconds].set()
             await gate.wait()
         await asyncio.sleep(0)
 

@@ -1,0 +1,223 @@
+"""Encoder twins: an embedding server (`POST /v1/embeddings`, OpenAI shape) and a rerank server
+(`/rerank` in the Cohere/Jina shape and `/score`, as vLLM's pooling runner serves them).
+
+A call costs the profile's host time per call plus the device part of its length class (inputs
+pad to the call's longest, counted with the MiniLM tokenizer), and the calls of one server run
+one after another, like kernels on one GPU stream. Vectors and scores come from
+`twin.content`: deterministic from the text, so equal requests get equal answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import struct
+import time
+import uuid
+from typing import Any, Literal
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from accel.engines.twin.content import embedding, score
+from accel.engines.twin.engine import Sleep
+from accel.engines.twin.faults import Faults, FaultScript
+from accel.engines.twin.listener import Listener
+from accel.engines.twin.profile import EncoderCost, TwinProfile
+
+log = logging.getLogger("accel.engines.twin.encoder_server")
+
+DIMENSIONS = 384
+"""MiniLM-L6's embedding width."""
+MAX_TOKENS = 512
+
+
+class Device:
+    """One GPU stream: each call waits for the calls before it, then for its own time."""
+
+    def __init__(self, sleep: Sleep) -> None:
+        self.sleep = sleep
+        self.slow_factor = 1.0
+        self.simulated_s = 0.0
+        self.calls = 0
+        self._stall_s = 0.0
+        self._tail: asyncio.Future[None] | None = None
+
+    def stall(self, seconds: float) -> None:
+        self._stall_s += seconds
+
+    async def run(self, seconds: float) -> None:
+        before, done = self._tail, asyncio.get_running_loop().create_future()
+        self._tail = done
+        try:
+            if before is not None:
+                await asyncio.shield(before)
+            stall, self._stall_s = self._stall_s, 0.0
+            took = stall + seconds * self.slow_factor
+            await self.sleep(took)
+            self.simulated_s += took
+            self.calls += 1
+        finally:
+            if before is None or before.done():
+                done.set_result(None)
+            else:  # cancelled while queued: the stream stays in order
+                before.add_done_callback(lambda _: done.set_result(None))
+
+
+def _error(message: str, status: int = 400) -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": "BadRequestError", "param": None, "code": status}}, status)
+
+
+class TwinEncoderServer:
+    """An embedding (`kind="embed"`) or rerank (`kind="rerank"`) twin."""
+
+    def __init__(self, profile: TwinProfile, kind: Literal["embed", "rerank"], *, served_model_name: str | None = None,
+                 sleep: Sleep = asyncio.sleep) -> None:
+        from tokenizers import Tokenizer
+
+        from accel.engines.embeddings import packaged_minilm_path
+
+        self.kind = kind
+        self.profile = profile
+        self.cost: EncoderCost = profile.embed if kind == "embed" else profile.rerank
+        self.model = served_model_name or ("sentence-transformers/all-MiniLM-L6-v2" if kind == "embed" else "reranker")
+        self.tokenizer = Tokenizer.from_file(str(packaged_minilm_path() / "tokenizer.json"))
+        self.tokenizer.enable_truncation(MAX_TOKENS)
+        self.tokenizer.no_padding()
+        self.device = Device(sleep)
+        self.faults = Faults(self._apply)
+        self.listener: Listener | None = None
+        self._refusal: asyncio.Task[None] | None = None
+        routes = [Route("/v1/models", self._models), Route("/health", lambda _: Response(status_code=200)),
+                  Route("/metrics", self._metrics), *self.faults.routes()]
+        if kind == "embed":
+            routes.append(Route("/v1/embeddings", self._embeddings, methods=["POST"]))
+        else:
+            routes += [Route(path, self._rerank, methods=["POST"]) for path in ("/rerank", "/v1/rerank", "/v2/rerank")]
+            routes += [Route(path, self._score, methods=["POST"]) for path in ("/score", "/v1/score")]
+        self.app = self.faults.middleware(Starlette(routes=routes))
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        self.listener = Listener(self.app, host, port)
+        await self.listener.start()
+        log.info("twin %s (%s, simulated) listening on %s", self.kind, self.profile.label, self.listener.base_url)
+        return self.listener.base_url
+
+    async def close(self) -> None:
+        if self._refusal is not None:
+            self._refusal.cancel()
+        if self.listener is not None:
+            await self.listener.stop()
+
+    async def _apply(self, script: FaultScript) -> None:
+        if script.die_after_tokens is not None:
+            raise ValueError("die_after_tokens is an LLM twin's fault (an encoder generates no tokens)")
+        self.device.slow_factor = script.slow_factor
+        if script.stall_s:
+            self.device.stall(script.stall_s)
+        if self._refusal is not None:
+            self._refusal.cancel()
+            self._refusal = None
+        if self.listener is None:
+            return
+        if script.refuse or script.refuse_s is not None:
+            self.listener.refuse()
+            if script.refuse_s is not None:
+                self._refusal = asyncio.get_running_loop().create_task(self._reopen(script.refuse_s))
+        else:
+            await self.listener.accept()
+
+    async def _reopen(self, seconds: float) -> None:
+        await self.device.sleep(seconds)
+        if self.listener is not None:
+            await self.listener.accept()
+
+    # ---- the API ----
+    def _tokens(self, text: str, pair: str | None = None) -> int:
+        return len(self.tokenizer.encode(text, pair).ids)
+
+    async def _call(self, lengths: list[int]) -> None:
+        await self.device.run(self.cost.call_s(len(lengths), max(lengths)))
+
+    def _head(self, prefix: str) -> dict[str, Any]:
+        return {"id": f"{prefix}-{uuid.uuid4().hex[:16]}", "object": "list", "created": int(time.time()), "model": self.model}
+
+    async def _embeddings(self, request: Request) -> Response:
+        body = json.loads(await request.body())
+        texts = _texts(body.get("input"), self.tokenizer)
+        if texts is None:
+            return _error("'input' must be a string, a list of strings, or token ids")
+        dimensions = int(body.get("dimensions") or DIMENSIONS)
+        lengths = [self._tokens(text) for text in texts]
+        await self._call(lengths)
+        encode = body.get("encoding_format", "float") == "base64"
+        data = []
+        for index, text in enumerate(texts):
+            vector = embedding(text, dimensions)
+            value: Any = base64.b64encode(struct.pack(f"<{dimensions}f", *vector)).decode() if encode else vector
+            data.append({"index": index, "object": "embedding", "embedding": value})
+        usage = {"prompt_tokens": sum(lengths), "total_tokens": sum(lengths), "completion_tokens": 0}
+        return JSONResponse({**self._head("embd"), "data": data, "usage": usage})
+
+    async def _rerank(self, request: Request) -> Response:
+        body = json.loads(await request.body())
+        query, documents = body.get("query"), body.get("documents")
+        documents = [d.get("text") if isinstance(d, dict) else d for d in (documents or [])]
+        if not isinstance(query, str) or not documents or not all(isinstance(d, str) for d in documents):
+            return _error("rerank needs a string 'query' and a non-empty list of 'documents'")
+        lengths = [self._tokens(query, document) for document in documents]
+        await self._call(lengths)
+        results = sorted(({"index": i, "document": {"text": d}, "relevance_score": score(query, d)}
+                          for i, d in enumerate(documents)), key=lambda r: -r["relevance_score"])
+        top_n = int(body.get("top_n") or 0)
+        head = self._head("rerank")
+        del head["object"], head["created"]
+        return JSONResponse({**head, "usage": {"prompt_tokens": sum(lengths), "total_tokens": sum(lengths)},
+                             "results": results[:top_n] if top_n else results})
+
+    async def _score(self, request: Request) -> Response:
+        body = json.loads(await request.body())
+        for first, second in (("text_1", "text_2"), ("queries", "documents"), ("queries", "items"), ("data_1", "data_2")):
+            if first in body and second in body:
+                left, right = body[first], body[second]
+                break
+        else:
+            return _error("score needs text_1 and text_2 (or queries and documents)")
+        left = [left] if isinstance(left, str) else left
+        right = [right] if isinstance(right, str) else right
+        if len(left) == 1:
+            left = left * len(right)
+        if len(left) != len(right) or not right:
+            return _error("text_1 must hold one text or as many as text_2")
+        lengths = [self._tokens(q, d) for q, d in zip(left, right, strict=True)]
+        await self._call(lengths)
+        data = [{"index": i, "object": "score", "score": score(q, d)} for i, (q, d) in enumerate(zip(left, right, strict=True))]
+        return JSONResponse({**self._head("score"), "data": data,
+                             "usage": {"prompt_tokens": sum(lengths), "total_tokens": sum(lengths), "completion_tokens": 0}})
+
+    async def _models(self, _: Request) -> Response:
+        card = {"id": self.model, "object": "model", "created": int(time.time()), "owned_by": "vllm", "root": self.model,
+                "parent": None, "max_model_len": MAX_TOKENS}
+        return JSONResponse({"object": "list", "data": [card]})
+
+    async def _metrics(self, _: Request) -> Response:
+        labels = f'model_name="{self.model}"'
+        return PlainTextResponse(f"twin:calls_total{{{labels}}} {float(self.device.calls)}\n"
+                                 f"twin:simulated_seconds_total{{{labels}}} {self.device.simulated_s}\n")
+
+
+def _texts(value: Any, tokenizer: Any) -> list[str] | None:
+    """The inputs as texts (token ids decoded with the tokenizer they came from)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return value
+    if isinstance(value, list) and value and all(isinstance(v, int) for v in value):
+        return [tokenizer.decode(value)]
+    if isinstance(value, list) and value and all(isinstance(v, list) and all(isinstance(t, int) for t in v) for v in value):
+        return [tokenizer.decode(ids) for ids in value]
+    return None

@@ -1,0 +1,115 @@
+"""Encoder twins: vLLM's embedding, rerank and score shapes, deterministic content, calls timed
+from the profile and run one after another on the device."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import struct
+
+import httpx
+import pytest
+
+from accel.engines.twin.encoder_server import Device, TwinEncoderServer
+from accel.engines.twin.profile import load_profile
+
+PROFILE = load_profile("h100-8b")
+DOCS = ["Sort a Python list in place with list.sort.", "The weather in Paris is mild in spring.",
+        "A dictionary maps keys to values in Python."]
+
+
+@pytest.fixture
+async def embedder(clock):
+    server = TwinEncoderServer(PROFILE, "embed", sleep=clock.sleep)
+    await server.start()
+    yield server
+    await server.close()
+
+
+@pytest.fixture
+async def reranker(clock):
+    server = TwinEncoderServer(PROFILE, "rerank", sleep=clock.sleep)
+    await server.start()
+    yield server
+    await server.close()
+
+
+def _cosine(a: list[float], b: list[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True))
+
+
+async def test_embeddings_are_deterministic_normalised_and_rank_overlap_first(embedder, clock) -> None:
+    async with httpx.AsyncClient(base_url=embedder.listener.base_url + "/v1") as client:
+        docs = (await client.post("/embeddings", json={"model": embedder.model, "input": DOCS})).json()
+        query = (await client.post("/embeddings", json={"input": "how to sort a list in Python"})).json()
+        again = (await client.post("/embeddings", json={"input": ["how to sort a list in Python"],
+                                                         "encoding_format": "base64"})).json()
+    vectors = [item["embedding"] for item in sorted(docs["data"], key=lambda item: item["index"])]
+    q = query["data"][0]["embedding"]
+    assert len(q) == 384 and _cosine(q, q) == pytest.approx(1.0)
+    assert max(range(3), key=lambda i: _cosine(q, vectors[i])) == 0
+    decoded = struct.unpack("<384f", base64.b64decode(again["data"][0]["embedding"]))
+    assert decoded == pytest.approx(q, abs=1e-6)
+    tokens = [len(embedder.tokenizer.encode(text).ids) for text in DOCS]
+    assert docs["usage"]["prompt_tokens"] == sum(tokens)
+    assert clock.waits[0] == pytest.approx(PROFILE.embed.call_s(3, max(tokens)))
+
+
+async def test_rerank_and_score_agree_and_rank_the_relevant_passage_first(reranker) -> None:
+    query = "sort a list in Python"
+    async with httpx.AsyncClient(base_url=reranker.listener.base_url) as client:
+        ranked = (await client.post("/rerank", json={"query": query, "documents": DOCS, "top_n": 2})).json()
+        scored = (await client.post("/score", json={"text_1": query, "text_2": DOCS})).json()
+        pairs = (await client.post("/v1/score", json={"text_1": [query] * 3, "text_2": DOCS})).json()
+    assert [r["index"] for r in ranked["results"]] == [0, 2]
+    by_index = {item["index"]: item["score"] for item in scored["data"]}
+    assert ranked["results"][0]["relevance_score"] == by_index[0] == pairs["data"][0]["score"]
+    assert by_index[0] > by_index[2] > by_index[1]
+
+
+async def test_calls_on_one_device_run_one_after_another(clock) -> None:
+    device = Device(clock.sleep)
+    started = clock.hold(0.004)
+    first = asyncio.ensure_future(device.run(0.004))
+    second = asyncio.ensure_future(device.run(0.009))
+    await started.wait()  # tasks run in creation order: the second has queued behind the first by now
+    assert clock.waits == [0.004]
+    clock.release(0.004)
+    await asyncio.gather(first, second)
+    assert clock.waits == [0.004, 0.009] and device.simulated_s == pytest.approx(0.013)
+
+
+async def test_a_call_cancelled_in_the_queue_keeps_the_order(clock) -> None:
+    device = Device(clock.sleep)
+    started = clock.hold(0.004)
+    first = asyncio.ensure_future(device.run(0.004))
+    second = asyncio.ensure_future(device.run(0.005))
+    third = asyncio.ensure_future(device.run(0.006))
+    await started.wait()
+    second.cancel()
+    await asyncio.gather(second, return_exceptions=True)
+    assert clock.waits == [0.004]  # the third still waits for the first
+    clock.release(0.004)
+    await asyncio.gather(first, third)
+    assert clock.waits == [0.004, 0.006]
+
+
+async def test_encoder_faults(reranker, clock) -> None:
+    body = {"text_1": "q", "text_2": ["a passage"]}
+    async with httpx.AsyncClient(base_url=reranker.listener.base_url) as client:
+        assert (await client.post("/admin/faults", json={"die_after_tokens": 3})).status_code == 400
+        await client.post("/admin/faults", json={"error_on_request": 1, "slow_factor": 2.0, "stall_s": 7.0})
+        assert (await client.post("/score", json=body)).status_code == 503
+        assert (await client.post("/score", json=body)).status_code == 200
+    assert clock.waits[-1] == pytest.approx(7.0 + 2.0 * PROFILE.rerank.call_s(1, len(reranker.tokenizer.encode("q", "a passage").ids)))
+
+
+async def test_accels_server_engines_work_against_the_twins(embedder, reranker) -> None:
+    from accel.engines.embed_server import EmbeddingServerEngine, ServerEmbedRequest
+    from accel.engines.rerank_server import RerankServerEngine
+
+    async with EmbeddingServerEngine(embedder.listener.base_url + "/v1") as embed, \
+            RerankServerEngine(reranker.listener.base_url, reranker.model) as rerank:
+        [vector] = await embed.run([ServerEmbedRequest("hello world", (("model", embedder.model),))])
+        scores = await rerank.run([("sort a list", DOCS[0]), ("sort a list", DOCS[1])])
+    assert len(vector) == 384 and scores[0] > scores[1]
