@@ -104,7 +104,7 @@ class TwinEncoderServer:
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         self.listener = Listener(self.app, host, port)
         await self.listener.start()
-        log.info("twin %s (%s, simulated) listening on %s", self.kind, self.profile.label, self.listener.base_url)
+        log.info("twin %s (%s) listening on %s", self.kind, self.profile.label, self.listener.base_url)
         return self.listener.base_url
 
     async def close(self) -> None:

@@ -82,7 +82,7 @@ class TwinLLMServer:
         """Listen; returns the base URL (`.../v1` is the OpenAI base)."""
         self.listener = Listener(self.app, host, port)
         await self.listener.start()
-        log.info("twin LLM (%s, simulated) listening on %s", self.profile.label, self.listener.base_url)
+        log.info("twin LLM (%s) listening on %s", self.profile.label, self.listener.base_url)
         return self.listener.base_url
 
     async def close(self) -> None:

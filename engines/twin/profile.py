@@ -23,13 +23,15 @@ SHIPPED = ("h100-8b",)
 
 @dataclass(frozen=True)
 class LLMCost:
-    """One scheduler step of a decoder, as a roofline: the step reads all weights once
-    (`floor_s`), and its compute (`per_token_s` for every token it processes) hides under that
-    read until it exceeds it; each sequence in the step adds `per_seq_s` (sampling, metadata) and
-    each context token a decoding sequence attends to adds `per_context_token_s` (KV read)."""
+    """One scheduler step of a decoder, as a smoothed roofline: the step reads all weights once
+    (`floor_s`) and computes `per_token_s` for every token it processes; the two overlap, joined
+    by a p-norm (`overlap_p`: large p is max(), p=1 is their sum) as measured at the knee. Each
+    sequence in the step adds `per_seq_s` (sampling, metadata) and each context token a decoding
+    sequence attends to adds `per_context_token_s` (the KV read)."""
 
     floor_s: float
     per_token_s: float
+    overlap_p: float
     per_seq_s: float
     per_context_token_s: float
 
@@ -37,9 +39,9 @@ class LLMCost:
         """`context_tokens`: the KV length summed over the decoding sequences."""
         if prefill_tokens == 0 and decode_seqs == 0:
             return 0.0
-        tokens = prefill_tokens + decode_seqs
-        return (max(self.floor_s, self.per_token_s * tokens) + self.per_seq_s * (prefill_seqs + decode_seqs)
-                + self.per_context_token_s * context_tokens)
+        compute = self.per_token_s * (prefill_tokens + decode_seqs)
+        body = (self.floor_s ** self.overlap_p + compute ** self.overlap_p) ** (1.0 / self.overlap_p)
+        return body + self.per_seq_s * (prefill_seqs + decode_seqs) + self.per_context_token_s * context_tokens
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,77 @@
+"""`python -m accel.engines.twin`: serve an LLM twin and its encoder twins from one process.
+
+Prints one JSON line on stdout once every twin listens (their base URLs and the profile's
+label), then serves until SIGTERM or SIGINT. An LLM twin told to die ends the process with
+status 1, as a crashed engine would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+
+from accel.engines.offline.llm import build_llm
+from accel.engines.twin.encoder_server import TwinEncoderServer
+from accel.engines.twin.llm_server import TwinLLMServer
+from accel.engines.twin.profile import load_profile
+
+log = logging.getLogger("accel.engines.twin")
+
+
+async def serve(args: argparse.Namespace) -> int:
+    profile = load_profile(args.profile)
+    llm = TwinLLMServer(profile, build_llm(args.model_size), served_model_name=args.served_model_name,
+                        priority=args.scheduling_policy == "priority")
+    embed = TwinEncoderServer(profile, "embed")
+    rerank = TwinEncoderServer(profile, "rerank")
+    stop = asyncio.Event()
+    died = False
+    bury = llm.engine.on_death
+
+    def on_death() -> None:
+        nonlocal died
+        died = True
+        if bury is not None:
+            bury()
+        stop.set()
+
+    llm.engine.on_death = on_death
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        urls = {"openai_base_url": await llm.start(args.host, args.port) + "/v1",
+                "embed_base_url": await embed.start(args.host, args.embed_port) + "/v1",
+                "rerank_base_url": await rerank.start(args.host, args.rerank_port),
+                "model": llm.model, "embed_model_name": embed.model, "rerank_model_name": rerank.model,
+                "profile": profile.name, "label": profile.label}
+        sys.stdout.write(json.dumps(urls) + "\n")
+        sys.stdout.flush()
+        await stop.wait()
+    finally:
+        for server in (llm, embed, rerank):
+            await server.close()
+    return 1 if died else 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m accel.engines.twin", description=__doc__)
+    parser.add_argument("--profile", default="h100-8b", help="a shipped profile's name or a profile file")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="the LLM twin's port (0: any free one)")
+    parser.add_argument("--embed-port", type=int, default=0)
+    parser.add_argument("--rerank-port", type=int, default=0)
+    parser.add_argument("--served-model-name", default="tiny")
+    parser.add_argument("--model-size", default="tiny", help="the offline model whose tokenizer counts tokens")
+    parser.add_argument("--scheduling-policy", choices=("fcfs", "priority"), default="fcfs")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    sys.exit(asyncio.run(serve(args)))
+
+
+if __name__ == "__main__":
+    main()
