@@ -63,6 +63,7 @@ from accel.adapters.common.floor.route import active_run, set_auto, stats
 
 PLUGIN_PACKAGES: dict[str, str] = {
     "openai": "accel.adapters.common.floor.openai_sdk",
+    "cohere": "accel.adapters.common.floor.cohere_sdk",
     "langchain_core": "accel.adapters.langchain.floor",
     "llama_index.core": "accel.adapters.llamaindex.floor",
 }

