@@ -1,26 +1,36 @@
-"""pytest plugin (`-p outcomes_plugin --accel-outcomes=FILE`): writes each test's outcome by
-node id (`tests/test_x.py::Class::test[param]`, as pytest takes it back) to FILE as JSON, so
-a conformance difference names the test the way one reruns it. Outcomes: `passed`, `failed`
-(in the test), `error` (in set-up, teardown or collection), `skipped`, `xfailed`.
+"""pytest plugin (`-p outcomes_plugin --accel-outcomes=FILE`): appends each test's outcome by
+node id (`tests/test_x.py::Class::test[param]`, as pytest takes it back) to FILE, one JSON
+line per test, so a conformance difference names the test the way one reruns it. Outcomes:
+`passed`, `failed` (in the test), `error` (in set-up, teardown or collection), `skipped`,
+`xfailed`, and `running` for a test that never ended (its process killed by the per-test
+timeout): lines are written as tests start and end, so a hung pass still tells where it hung.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
-_results: dict[str, dict[str, str]] = {}
+_file: Any = None
+_outcomes: dict[str, str] = {}
 
 
 def pytest_addoption(parser: Any) -> None:
-    parser.addoption("--accel-outcomes", default=None, help="write each test's outcome to this JSON file")
+    parser.addoption("--accel-outcomes", default=None, help="append each test's outcome to this JSON-lines file")
+
+
+def pytest_configure(config: Any) -> None:
+    global _file
+    path = config.getoption("accel_outcomes")
+    if path:
+        _file = open(path, "a", buffering=1)  # line-buffered: each line is on disk at once
 
 
 def _note(nodeid: str, outcome: str, message: str) -> None:
-    current = _results.get(nodeid)
-    if current is None or current["outcome"] in ("passed", "skipped", "xfailed"):
-        _results[nodeid] = {"outcome": outcome, "message": message[:500]}
+    if _outcomes.get(nodeid) in (None, "running", "passed", "skipped", "xfailed"):  # a failure stays
+        _outcomes[nodeid] = outcome
+        if _file is not None:
+            _file.write(json.dumps({"id": nodeid, "outcome": outcome, "message": message[:500]}) + "\n")
 
 
 def _message(report: Any) -> str:
@@ -29,6 +39,10 @@ def _message(report: Any) -> str:
         return str(report.longrepr[2])
     lines = report.longreprtext.strip().splitlines()
     return next((line[1:].strip() for line in lines if line.startswith("E ")), lines[-1] if lines else "")
+
+
+def pytest_runtest_logstart(nodeid: str, location: Any) -> None:
+    _note(nodeid, "running", "never ended (the pass was stopped: see its output)")
 
 
 def pytest_runtest_logreport(report: Any) -> None:
@@ -45,7 +59,6 @@ def pytest_collectreport(report: Any) -> None:
         _note(report.nodeid, "error" if report.failed else "skipped", _message(report))
 
 
-def pytest_sessionfinish(session: Any) -> None:
-    path = session.config.getoption("accel_outcomes")
-    if path:
-        Path(path).write_text(json.dumps(_results, indent=0, sort_keys=True))
+def pytest_unconfigure(config: Any) -> None:
+    if _file is not None:
+        _file.close()

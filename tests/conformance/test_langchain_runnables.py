@@ -5,6 +5,8 @@ whose outcome differs from stock fails this test, listed with accel's failure me
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from .runner import Suite, SuiteRun, assert_same_outcomes, check_stock, run_passes, sdist_sources
@@ -25,5 +27,5 @@ def runs(suite: Suite, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Su
 
 
 @pytest.mark.parametrize("variant", ["auto", "wrapped"])
-def test_runnables_suite_outcomes_equal_stock(suite: Suite, runs: dict[str, SuiteRun], variant: str) -> None:
-    assert_same_outcomes(suite, runs, variant)
+def test_runnables_suite_outcomes_equal_stock(suite: Suite, runs: dict[str, SuiteRun], variant: str, tmp_path: Path) -> None:
+    assert_same_outcomes(suite, runs, variant, tmp_path)

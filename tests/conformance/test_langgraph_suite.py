@@ -6,6 +6,8 @@ suite's own switch, `NO_DOCKER=true`; the in-memory and SQLite ones run."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from .runner import Suite, SuiteRun, assert_same_outcomes, check_stock, run_passes, sdist_sources
@@ -26,5 +28,5 @@ def runs(suite: Suite, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Su
 
 
 @pytest.mark.parametrize("variant", ["auto", "wrapped"])
-def test_langgraph_suite_outcomes_equal_stock(suite: Suite, runs: dict[str, SuiteRun], variant: str) -> None:
-    assert_same_outcomes(suite, runs, variant)
+def test_langgraph_suite_outcomes_equal_stock(suite: Suite, runs: dict[str, SuiteRun], variant: str, tmp_path: Path) -> None:
+    assert_same_outcomes(suite, runs, variant, tmp_path)

@@ -5,6 +5,8 @@ only some checkouts have it: the suite runs from a writable copy, and is skipped
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from .runner import ROOT, Suite, SuiteRun, assert_same_outcomes, check_stock, run_passes, writable_copy
@@ -26,6 +28,6 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Suite, dict[str, Sui
     return suite, runs
 
 
-def test_llama_index_peer_outcomes_equal_stock(runs: tuple[Suite, dict[str, SuiteRun]]) -> None:
+def test_llama_index_peer_outcomes_equal_stock(runs: tuple[Suite, dict[str, SuiteRun]], tmp_path: Path) -> None:
     suite, by_variant = runs
-    assert_same_outcomes(suite, by_variant, "auto")
+    assert_same_outcomes(suite, by_variant, "auto", tmp_path)
