@@ -97,8 +97,14 @@ def lc_chain(pg_dsn: str, lc_embeddings: Any, doc_texts: list[str], llm_proxy: R
     def join(docs: list[Any]) -> str:
         return "\n\n".join(d.page_content for d in docs)
 
-    return ({"context": store.as_retriever(search_kwargs={"k": 3}) | join, "question": RunnablePassthrough()}
-            | prompt | model | StrOutputParser())
+    chains = {}
+    for mode, kwargs in (("sync", {}), ("async", {"async_mode": True})):  # a PGVector serves one of them
+        store = store if mode == "sync" else PGVector(
+            embeddings=lc_embeddings, collection_name=store.collection_name,
+            connection=pg_dsn.replace("postgresql://", "postgresql+psycopg://", 1), use_jsonb=True, **kwargs)
+        chains[mode] = ({"context": store.as_retriever(search_kwargs={"k": 3}) | join, "question": RunnablePassthrough()}
+                        | prompt | model | StrOutputParser())
+    return chains
 
 
 def test_langchain_vectors_are_the_servers_own(lc_embeddings: Any, embed_proxy: RecordingProxy,
@@ -114,7 +120,8 @@ def test_langchain_vectors_are_the_servers_own(lc_embeddings: Any, embed_proxy: 
 
 
 def test_langchain_invoke_and_batch_answer_as_stock_with_a_quarter_of_the_requests(
-        lc_chain: Any, embed_proxy: RecordingProxy, llm_proxy: RecordingProxy) -> None:
+        lc_chain: dict[str, Any], embed_proxy: RecordingProxy, llm_proxy: RecordingProxy) -> None:
+    lc_chain = lc_chain["sync"]
     embedding_requests(embed_proxy)
     stock_one = [lc_chain.invoke(q) for q in QUESTIONS[:2]]
     stock = lc_chain.batch(QUESTIONS, config={"max_concurrency": CONCURRENT})
@@ -129,6 +136,23 @@ def test_langchain_invoke_and_batch_answer_as_stock_with_a_quarter_of_the_reques
     assert 1 <= len(ours_requests) <= len(QUESTIONS) // 4, [len(r.body["input"]) for r in ours_requests]
     sent = sorted(text for r in ours_requests for text in r.body["input"])
     assert sent == sorted(text for r in stock_requests[2:] for text in r.body["input"])
+
+
+async def test_langchain_ainvoke_and_abatch_answer_as_stock_with_a_quarter_of_the_requests(
+        lc_chain: dict[str, Any], embed_proxy: RecordingProxy) -> None:
+    chain = lc_chain["async"]
+    embedding_requests(embed_proxy)
+    stock_one = await chain.ainvoke(QUESTIONS[0])
+    stock = await chain.abatch(QUESTIONS, config={"max_concurrency": CONCURRENT})
+    stock_requests = embedding_requests(embed_proxy)
+    fast = accel.wrap(chain)
+    ours_one = await fast.ainvoke(QUESTIONS[0])
+    embedding_requests(embed_proxy)
+    ours = await fast.abatch(QUESTIONS, config={"max_concurrency": CONCURRENT})
+    ours_requests = embedding_requests(embed_proxy)
+    assert ours_one == stock_one and ours == stock
+    assert len(stock_requests) == len(QUESTIONS) + 1
+    assert 1 <= len(ours_requests) <= len(QUESTIONS) // 4, [len(r.body["input"]) for r in ours_requests]
 
 
 # ---- LlamaIndex: OpenAILikeEmbedding / OpenAIEmbedding, PGVectorStore -----------------------
