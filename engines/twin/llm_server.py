@@ -70,6 +70,8 @@ class TwinLLMServer:
             Route("/v1/completions", self._completions, methods=["POST"]),
             Route("/v1/chat/completions", self._chat, methods=["POST"]),
             Route("/tokenize", self._tokenize, methods=["POST"]),
+            Route("/detokenize", self._detokenize, methods=["POST"]),
+            Route("/reset_prefix_cache", self._reset_prefix_cache, methods=["POST"]),
             Route("/v1/models", self._models),
             Route("/health", lambda _: Response(status_code=200)),
             Route("/metrics", self._metrics),
@@ -255,6 +257,17 @@ class TwinLLMServer:
             return _error(str(err))
         return JSONResponse({"count": len(ids), "max_model_len": self.profile.llm_config.max_model_len,
                              "tokens": ids, "token_strs": None})
+
+    async def _detokenize(self, request: Request) -> Response:
+        tokens = json.loads(await request.body()).get("tokens")
+        if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
+            return _error("'tokens' must be a list of token ids")
+        return JSONResponse({"prompt": self.tokenizer.decode(tokens)})
+
+    async def _reset_prefix_cache(self, _: Request) -> Response:
+        """vLLM's dev-mode endpoint, which benchmarks call between systems."""
+        self.engine.scheduler.reset_prefix_cache()
+        return Response(status_code=200)
 
     async def _models(self, _: Request) -> Response:
         card = {"id": self.model, "object": "model", "created": int(time.time()), "owned_by": "vllm", "root": self.model,

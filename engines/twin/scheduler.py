@@ -93,9 +93,8 @@ class Scheduler:
         elif seq in self.waiting:
             self.waiting.remove(seq)
 
-    @property
-    def busy(self) -> bool:
-        return bool(self.running or self.waiting)
+    def reset_prefix_cache(self) -> None:
+        self._cache.clear()
 
     def kv_usage(self) -> float:
         return min(self._blocks_used() / self.config.num_gpu_blocks, 1.0)

@@ -30,6 +30,8 @@ async def test_completion_is_deterministic_and_streams_the_same_text(make_twin) 
         other = (await client.post("/v1/completions", json={**body, "seed": 7})).json()
         streamed = await client.post("/v1/completions", json={**body, "stream": True, "stream_options": {"include_usage": True}})
         counted = (await client.post("/tokenize", json={"model": "tiny", "prompt": body["prompt"]})).json()
+        text_back = (await client.post("/detokenize", json={"model": "tiny", "tokens": counted["tokens"]})).json()
+    assert text_back["prompt"].endswith(body["prompt"])
     text = first["choices"][0]["text"]
     assert text and text == again["choices"][0]["text"] and text != other["choices"][0]["text"]
     assert first["choices"][0]["finish_reason"] == "length"
@@ -67,6 +69,10 @@ async def test_a_shared_prefix_is_reported_cached(make_twin) -> None:
     cached = warm["usage"]["prompt_tokens_details"]["cached_tokens"]
     assert cached > 0 and cached % 16 == 0 and cached < warm["usage"]["prompt_tokens"]
     assert f'vllm:prompt_tokens_cached_total{{engine="0",model_name="tiny"}} {float(cached)}' in metrics
+    async with httpx.AsyncClient(base_url=twin.listener.base_url) as client:
+        assert (await client.post("/reset_prefix_cache")).status_code == 200
+        cold_again = (await client.post("/v1/completions", json={"prompt": shared + " third", "max_tokens": 2})).json()
+    assert cold_again["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
     for name in ("num_requests_running", "num_requests_waiting", "prompt_tokens_total", "generation_tokens_total",
                  "prefix_cache_hits_total", "kv_cache_usage_perc"):
         assert f"vllm:{name}{{" in metrics
@@ -131,3 +137,24 @@ async def test_a_client_that_leaves_aborts_its_request(make_twin) -> None:
     await asyncio.wait_for(aborted.wait(), 30)
     assert not twin.engine.scheduler.running and twin.engine.scheduler.counters.finished["abort"] == 1
     assert twin.engine.scheduler.counters.generation_tokens < 5000
+
+
+async def test_accels_llm_engine_reads_the_twin_as_it_reads_vllm(make_twin) -> None:
+    """accel's OpenAIServerEngine probes block size, context length and priority, renders chat
+    prompts through /tokenize and /detokenize, and generates, all against the twin."""
+    from accel.engines.base import GenerationRequest, SamplingParams
+    from accel.engines.llm.openai_client import OpenAIServerEngine
+
+    fcfs, ranked = await make_twin(), await make_twin(priority=True)
+    async with OpenAIServerEngine(fcfs.listener.base_url + "/v1", "tiny") as engine, \
+            OpenAIServerEngine(ranked.listener.base_url + "/v1", "tiny") as by_priority:
+        assert (engine.block_size, engine.max_model_len) == (16, 8192)
+        assert not engine.supports_priority and by_priority.supports_priority
+        rendered = await engine.render_chat(CHAT)
+        [chat, plain] = await engine.run([
+            GenerationRequest(messages=CHAT, params=SamplingParams(max_tokens=6, extra={"ignore_eos": True})),
+            GenerationRequest(prompt=rendered, params=SamplingParams(max_tokens=6, extra={"ignore_eos": True,
+                                                                                       "add_special_tokens": False}))])
+    assert "What is a twin?" in rendered
+    assert chat.completion_tokens == plain.completion_tokens == 6 and chat.prompt_tokens == plain.prompt_tokens
+    assert chat.text == plain.text  # the same prompt ids, however they came: the same answer
