@@ -1,0 +1,34 @@
+"""`accel up --twin`: the twins' process is recorded like a vLLM server, so a second `up` finds
+it and `down` stops it (in a private home: never the shared stack)."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from accel.config import Settings
+from accel.engines import stack
+from accel.engines.llm.server import group_members
+from accel.engines.offline.llm import build_llm
+from accel.engines.twin.stack import up_twin
+
+
+@pytest.mark.slow
+async def test_up_twin_records_a_stack_that_down_stops(tmp_path) -> None:
+    cfg = Settings(home=tmp_path, pg_dsn="postgresql://nobody@127.0.0.1:1/unused", llm_model=str(build_llm("tiny")))
+    info = await up_twin("h100-8b", cfg)
+    try:
+        assert stack.read_state(cfg) == info
+        assert info.embed_base_url and info.rerank_base_url and info.model == "tiny"
+        async with httpx.AsyncClient() as client:
+            for url in (info.openai_base_url, info.embed_base_url):
+                assert (await client.get(url + "/models")).status_code == 200
+            assert (await client.get(info.rerank_base_url + "/health")).status_code == 200
+        again = await up_twin("h100-8b", cfg)
+        assert again.server_pid == info.server_pid
+        with pytest.raises(Exception, match="already runs"):
+            await up_twin("another-profile", cfg)
+    finally:
+        stopped = stack.down(cfg)
+    assert "vllm-server" in stopped and not group_members(info.server_pid)
+    assert stack.read_state(cfg) is None
