@@ -121,9 +121,13 @@ def _carry_state(graph: Any, fast: Any, update: dict[str, Any]) -> None:
     """Give `fast` the instance attributes `graph.copy()` dropped or reset: `copy()` rebuilds
     the graph through `__init__`, which drops what `compile()` set afterwards (the v2 output
     and state mappers that make results the state schema's type, the serde allowlist,
-    `__orig_class__`). An attribute the copy holds an equal value of keeps the copy's own."""
+    `__orig_class__`). An attribute the copy holds an equal value of keeps the copy's own. A
+    method set on the instance (a test's spy over `graph.astream`) stays the original's: the
+    drop-in's entry points are reached through it, and carrying it made them call themselves."""
     for name, value in graph.__dict__.items():
         if name in update or (name in fast.__dict__ and _same(fast.__dict__[name], value)):
+            continue
+        if callable(value) and callable(getattr(type(graph), name, None)):
             continue
         fast.__dict__[name] = value
 

@@ -106,3 +106,47 @@ def test_wrapped_objects_die_with_their_drop_ins_and_copies_wrap_their_own(tmp_p
         assert result[kind] == {"wrapped": 1000, "alive": 0}, kind
     assert result["copies"] == [{"x": 6, "wrapped": True}] * 4
     assert result["first"] == {"x": 4, "wrapped": True}
+
+
+SPIED = '''
+import asyncio, json
+from typing import TypedDict
+from langgraph.graph import END, START, StateGraph
+
+class State(TypedDict):
+    x: int
+
+graph = StateGraph(State)
+graph.add_node("inc", lambda state: {"x": state["x"] + 1})
+graph.add_edge(START, "inc")
+graph.add_edge("inc", END)
+app = graph.compile()
+seen = []
+original = app.astream
+
+async def spy(input, config=None, **kwargs):  # as LangGraph's own kwarg-forwarding tests spy
+    seen.append(sorted(kwargs))
+    async for chunk in original(input, config, **kwargs):
+        yield chunk
+
+app.astream = spy
+
+async def main():
+    return [e["event"] async for e in app.astream_events({"x": 1}, version="v2")]
+
+events = asyncio.run(main())
+print(json.dumps({"calls": len(seen), "ended": events[-1]}))
+'''
+
+
+def test_a_method_set_on_the_instance_is_not_carried_into_the_drop_in(tmp_path: Path) -> None:
+    """A spy set on a compiled graph's `astream` (LangGraph's own kwarg-forwarding tests) runs
+    once under ACCEL_AUTO: the drop-in carried it and its entry points then called themselves
+    (RecursionError in 26 of LangGraph's tests)."""
+    app = tmp_path / "spied.py"
+    app.write_text(SPIED)
+    env = {k: v for k, v in os.environ.items() if k != "ACCEL_AUTO"}
+    done = subprocess.run([sys.executable, "-m", "accel.patches.run", sys.executable, str(app)],
+                          capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"calls": 1, "ended": "on_chain_end"}
