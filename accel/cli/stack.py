@@ -33,13 +33,21 @@ def up(as_json: bool = JSON_FLAG, verbose: bool = quiet.VERBOSE,
                                     "in their own process; 'server': also start vLLM pooling servers for the "
                                     "embedder (/v1/embeddings) and the reranker (/score, /rerank), as GPU "
                                     "deployments serve them (ACCEL_EMBED_BASE_URL / ACCEL_RERANK_BASE_URL name "
-                                    "running ones instead).")) -> None:
+                                    "running ones instead)."),
+       twin: str | None = typer.Option(None, "--twin", help="Start engine twins instead of the engines (e.g. "
+                                       "'h100-8b', docs/twins.md): simulated LLM, embedder and reranker servers "
+                                       "timed from a measured profile; Postgres stays real.")) -> None:
     """Start the embedded local stack: Postgres + pgvector and a vLLM OpenAI server."""
     quiet.configure(verbose)
     from accel.engines import stack
 
     with Steps(console) as steps:
-        info = asyncio.run(stack.up(report=steps.step, replicas=replicas, encoders=encoders))
+        if twin is not None:
+            from accel.engines.twin.stack import up_twin
+
+            info = asyncio.run(up_twin(twin, report=steps.step))
+        else:
+            info = asyncio.run(stack.up(report=steps.step, replicas=replicas, encoders=encoders))
     if as_json:
         print_json(info.shown())  # a DSN's password is never printed
         return
