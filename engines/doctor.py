@@ -10,6 +10,9 @@ from .base import Engine, Health
 from .stack import StackInfo
 
 ENGINE_NAMES = ("llm", "vectordb", "embed", "rerank", "search")
+SERVER_ENCODER_NAMES = ("embed-server", "rerank-server")
+"""Checked too when the stack records encoder servers (`accel up --encoders server`, or
+ACCEL_EMBED_BASE_URL / ACCEL_RERANK_BASE_URL)."""
 
 
 def make_engines(info: StackInfo | None, *, embed_model: str | None = None, rerank_model: str | None = None) -> dict[str, Callable[[], Engine]]:
@@ -37,7 +40,20 @@ def make_engines(info: StackInfo | None, *, embed_model: str | None = None, rera
         factories["llm"] = lambda: OpenAIServerEngine(base_url, model)
     if dsn:
         factories["vectordb"] = lambda: PgVectorEngine(dsn)
+    factories.update(_server_encoders(info))
     return factories
+
+
+def _server_encoders(info: StackInfo | None) -> dict[str, Callable[[], Engine]]:
+    from .embed_server import EmbeddingServerEngine
+    from .rerank_server import RerankServerEngine
+
+    found: dict[str, Callable[[], Engine]] = {}
+    if info is not None and info.embed_base_url:
+        found["embed-server"] = lambda: EmbeddingServerEngine(info.embed_base_url)
+    if info is not None and info.rerank_base_url and info.rerank_model_name:
+        found["rerank-server"] = lambda: RerankServerEngine(info.rerank_base_url, info.rerank_model_name)
+    return found
 
 
 async def _check(name: str, factory: Callable[[], Engine] | None, timeout_s: float) -> Health:
@@ -67,10 +83,11 @@ async def check_all(
     on_result: Callable[[Health], Awaitable[None] | None] | None = None,
 ) -> list[Health]:
     """Check the engines one after another (they share two cores; parallel checks would only
-    make each look slower) and return one Health per engine, in ENGINE_NAMES order."""
+    make each look slower) and return one Health per engine, in ENGINE_NAMES order, then the
+    encoder servers the stack records."""
     factories = make_engines(info)
     results = []
-    for name in ENGINE_NAMES:
+    for name in ENGINE_NAMES + tuple(n for n in SERVER_ENCODER_NAMES if n in factories):
         health = await _check(name, factories.get(name), timeout_s)
         results.append(health)
         if on_result is not None:

@@ -216,11 +216,13 @@ class EmbeddingServerEngine(Engine[APICall | ServerEmbedRequest, Any]):
         return APIResponse(response.status_code, kept, response.content)
 
     async def health(self) -> Health:
+        """One real embedding with the first model the server lists."""
         began = time.perf_counter()
         try:
             response = await self._require().get(f"{self.base_url}/models")
             response.raise_for_status()
-            models = [m["id"] for m in response.json()["data"]]
+            model = response.json()["data"][0]["id"]
+            [vector] = await self.run([ServerEmbedRequest("health check", (("encoding_format", "float"), ("model", model)))])
         except Exception as err:  # health reports failures instead of raising them
             return Health(self.name, False, f"{type(err).__name__}: {err}")
-        return Health(self.name, True, f"serving {models} at {self.base_url}", time.perf_counter() - began)
+        return Health(self.name, True, f"{len(vector)}-d vectors from {model} at {self.base_url}", time.perf_counter() - began)

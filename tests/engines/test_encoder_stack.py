@@ -1,6 +1,7 @@
-"""`accel up --encoders server --json` / `accel down` from .venv/bin/accel: a vLLM pooling server
-for the embedder is started and recorded, a rerank server named by ACCEL_RERANK_BASE_URL is
-recorded and left alone; `down` stops what `up` started only. The LLM server and Postgres are
+"""`accel up --encoders server --json` / `accel doctor` / `accel down` from .venv/bin/accel: a vLLM
+pooling server for the embedder is started and recorded, a rerank server named by
+ACCEL_RERANK_BASE_URL is recorded and left alone, the doctor checks both with a real request;
+`down` stops what `up` started only. The LLM server and Postgres are
 named by URL, so only the encoders start here.
 
 ACCEL_TEST_RERANK_URL reuses a rerank server already running (local iteration).
@@ -62,6 +63,9 @@ def test_up_starts_the_embedding_server_and_records_a_named_rerank_server(
         assert len(answer["data"][0]["embedding"]) == 384
         again = subprocess.run([ACCEL, "up", "--json"], env=env, capture_output=True, text=True, timeout=600)
         assert json.loads(again.stdout) == info  # recorded: a plain `up` reports the same stack
+        doctor = subprocess.run([ACCEL, "doctor", "--json"], env=env, capture_output=True, text=True, timeout=600)
+        engines = json.loads(doctor.stdout)["engines"]
+        assert engines["embed-server"]["ok"] and engines["rerank-server"]["ok"], engines
     finally:
         down = subprocess.run([ACCEL, "down"], env=env, capture_output=True, text=True, timeout=300)
     assert down.returncode == 0, down.stderr[-3000:]
