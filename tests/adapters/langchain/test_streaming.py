@@ -5,6 +5,7 @@ leaving the stream early aborts the request."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import operator
 import re
@@ -13,13 +14,14 @@ from contextlib import aclosing
 
 import httpx
 import pytest
-from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.callbacks import AsyncCallbackHandler, BaseCallbackHandler
 from langchain_core.messages import AIMessageChunk
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
 from langchain_core.runnables import RunnableLambda, RunnablePassthrough
 
 import accel
+from accel.adapters.langchain.streaming import STREAMING_HANDLER
 from accel.engines.errors import EngineDied
 from accel.ir import Kind
 from accel.runtime import Delta
@@ -130,6 +132,73 @@ def test_user_callbacks_see_the_streamed_run(chat_model) -> None:
     list(accel.wrap(chain).stream(QUESTION, config={"callbacks": [fast]}))
     assert fast.starts == stock.starts == [chain.get_name()]
     assert fast.ends == stock.ends and len(fast.ends) == 1
+
+
+# ---- handlers a lowered query cannot serve as stock does: the stock chain runs, captured -------
+
+
+class LoopEvents(AsyncCallbackHandler):
+    """An async handler: the events it is awaited with (by run name) and the loops it ran on."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+        self.loops: set[int] = set()
+        self._names: dict[object, str] = {}
+
+    def _seen(self, event: str, run_id: object, name: str | None = None) -> None:
+        self.loops.add(id(asyncio.get_running_loop()))
+        self._names.setdefault(run_id, name or "?")
+        if not self.events or self.events[-1] != (event, self._names[run_id]):  # token events: as the server's events
+            self.events.append((event, self._names[run_id]))
+
+    async def on_chain_start(self, serialized, inputs, *, run_id, **kwargs):
+        self._seen("chain_start", run_id, kwargs.get("name"))
+
+    async def on_chain_end(self, outputs, *, run_id, **kwargs):
+        self._seen("chain_end", run_id)
+
+    async def on_chat_model_start(self, serialized, messages, *, run_id, **kwargs):
+        self._seen("chat_model_start", run_id, serialized.get("name"))
+
+    async def on_llm_new_token(self, token, *, run_id, **kwargs):
+        self._seen("token", run_id)
+
+    async def on_llm_end(self, response, *, run_id, **kwargs):
+        self._seen("llm_end", run_id)
+
+
+@pytest.mark.parametrize("entry", ["ainvoke", "astream"])
+async def test_an_async_handler_is_awaited_on_the_callers_loop_in_stock_order(chat_model, entry) -> None:
+    chain = PROMPT | chat_model | StrOutputParser()
+    fast = accel.wrap(chain)
+
+    async def call(app, handler):
+        config = {"callbacks": [handler]}
+        if entry == "ainvoke":
+            return await app.ainvoke(QUESTION, config)
+        return "".join([chunk async for chunk in app.astream(QUESTION, config)])
+
+    stock, ours = LoopEvents(), LoopEvents()
+    assert await call(fast, ours) == await call(chain, stock)
+    assert ours.loops == stock.loops == {id(asyncio.get_running_loop())}
+    assert ours.events == stock.events and ("chat_model_start", "ChatOpenAI") in ours.events
+    assert "stock runs: an async callback handler listens" in fast.explain()
+
+
+async def test_astream_events_runs_the_stock_chain_through_the_floor_and_says_so(chat_model) -> None:
+    from accel.adapters.common import floor
+
+    chain = PROMPT | chat_model | StrOutputParser()
+    fast = accel.wrap(chain)
+    floor.stats.reset()
+    events = [event async for event in fast.astream_events(QUESTION, version="v2")]
+    assert floor.stats.snapshot()["routed"]  # the model's request went through accel's engine scheduler
+    streamed = {event["name"] for event in events if event["event"].endswith("_stream")}
+    assert streamed == {"RunnableSequence", "ChatOpenAI", "StrOutputParser"}  # every step streams, as stock
+    assert "stock runs: a streaming callback handler listens" in fast.explain()
+    assert fast.counters["stock runs: " + STREAMING_HANDLER] == 1
+    assert await fast.ainvoke(QUESTION) == await chain.ainvoke(QUESTION)  # no handler: lowered again
+    assert fast.counters["stock runs: " + STREAMING_HANDLER] == 1
 
 
 def test_an_opaque_last_step_yields_its_value_once_as_stock_does(chat_model) -> None:
