@@ -13,11 +13,10 @@ accelerated twice and nothing loops. Both are context variables: they follow asy
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import itertools
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,19 +55,27 @@ def current_run() -> WrappedRun | None:
     return _run.get()
 
 
-@contextlib.contextmanager
-def wrapped_run(run: WrappedRun) -> Iterator[WrappedRun]:
+class wrapped_run:  # noqa: N801 (used as a function: `with wrapped_run(run) as run:`)
     """Enter `run` unless the caller is already inside one (a wrapped app called from another
-    wrapped app is part of the outer program)."""
-    outer = _run.get()
-    if outer is not None:
-        yield outer
-        return
-    token = _run.set(run)
-    try:
-        yield run
-    finally:
-        _run.reset(token)
+    wrapped app is part of the outer program); `as` gives the run entered. A class rather than
+    a generator context manager: it is entered on every call of a wrapped app."""
+
+    __slots__ = ("_run", "_token")
+
+    def __init__(self, run: WrappedRun) -> None:
+        self._run = run
+        self._token: contextvars.Token | None = None
+
+    def __enter__(self) -> WrappedRun:
+        outer = _run.get()
+        if outer is not None:
+            return outer
+        self._token = _run.set(self._run)
+        return self._run
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _run.reset(self._token)
 
 
 def context_with(run: WrappedRun) -> contextvars.Context:
@@ -80,13 +87,17 @@ def context_with(run: WrappedRun) -> contextvars.Context:
     return context
 
 
-@contextlib.contextmanager
-def stock_call() -> Iterator[None]:
-    token = _stock.set(True)
-    try:
-        yield
-    finally:
-        _stock.reset(token)
+class stock_call:  # noqa: N801 (used as a function: `with stock_call():`)
+    """Mark the code inside as stock (patched entry points take their originals). A class:
+    it is entered around each chunk of a stream run as-is."""
+
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> None:
+        self._token = _stock.set(True)
+
+    def __exit__(self, *exc: object) -> None:
+        _stock.reset(self._token)
 
 
 def in_stock_call() -> bool:
