@@ -1,15 +1,18 @@
 """The twin LLM's clock: one scheduler task runs steps and waits each step's simulated time.
 
 Requests hand their `Seq` to the scheduler and read their tokens from a queue. The task sleeps
-only on timers for a step's modelled duration (the model's time, not coordination) and, when
-nothing runs, on an event a new request sets. `sleep` is injectable, so tests run the same code
-on a virtual clock.
+only on timers until a step's modelled end (the model's time, not coordination) and, when
+nothing runs, on an event a new request sets. Back-to-back steps are timed from the previous
+step's end, not from when the twin's own Python work finished (vLLM overlaps scheduling with
+the GPU), so the twin does not drift behind its model while that work is shorter than a step.
+`sleep` and `clock` are injectable, so tests run the same code on a virtual clock.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -19,6 +22,7 @@ from accel.engines.twin.scheduler import Scheduler, Seq, Step
 log = logging.getLogger("accel.engines.twin.engine")
 
 Sleep = Callable[[float], Awaitable[None]]
+Clock = Callable[[], float]
 
 
 class TwinDied(Exception):
@@ -34,16 +38,22 @@ class Token:
 class TwinEngine:
     """Owns the scheduler task; `close()` cancels it and ends every request."""
 
-    def __init__(self, cost: LLMCost, config: LLMConfig, *, priority: bool = False, sleep: Sleep = asyncio.sleep) -> None:
+    def __init__(self, cost: LLMCost, config: LLMConfig, *, priority: bool = False, sleep: Sleep = asyncio.sleep,
+                 clock: Clock | None = None) -> None:
         self.cost = cost
         self.scheduler = Scheduler(config, priority=priority)
         self.sleep = sleep
+        self.clock = clock or time.monotonic  # the clock asyncio's timers use
+        self.lag_s = 0.0
+        """Wall time the twin fell behind its model (its own work longer than a step): a number
+        measured on a twin is only as good as this is small."""
         self.simulated_s = 0.0
         self.slow_factor = 1.0
         self.die_after_tokens: int | None = None
         self.dead = False
         self.on_death: Callable[[], None] | None = None
         self._stall_s = 0.0
+        self._ends_at: float | None = None  # the last step's modelled end while steps run back to back
         self._queues: dict[Seq, asyncio.Queue[Token | TwinDied]] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -96,6 +106,7 @@ class TwinEngine:
                 await self._advance(stall)
             step = self.scheduler.plan()
             if step is None:
+                self._ends_at = None
                 self._wake.clear()
                 await self._wake.wait()
                 continue
@@ -111,5 +122,10 @@ class TwinEngine:
                 self.die()
 
     async def _advance(self, seconds: float) -> None:
-        await self.sleep(seconds)
+        now = self.clock()
+        if self._ends_at is not None and self._ends_at < now - seconds:  # more than a step behind: give up
+            self.lag_s += now - self._ends_at
+            self._ends_at = None
+        self._ends_at = (now if self._ends_at is None else self._ends_at) + seconds
+        await self.sleep(max(self._ends_at - now, 0.0))
         self.simulated_s += seconds

@@ -25,7 +25,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from accel.engines.twin.content import OutputPlan
-from accel.engines.twin.engine import Sleep, TwinDied, TwinEngine
+from accel.engines.twin.engine import Clock, Sleep, TwinDied, TwinEngine
 from accel.engines.twin.faults import Faults, FaultScript
 from accel.engines.twin.generation import Generation
 from accel.engines.twin.listener import Listener
@@ -50,7 +50,7 @@ class TwinLLMServer:
     """One twin LLM: its engine, tokenizer, faults and (once started) its listener."""
 
     def __init__(self, profile: TwinProfile, model_dir: Path, *, served_model_name: str = "tiny",
-                 priority: bool = False, sleep: Sleep = asyncio.sleep) -> None:
+                 priority: bool = False, sleep: Sleep = asyncio.sleep, clock: Clock | None = None) -> None:
         from transformers import AutoTokenizer
 
         self.profile = profile
@@ -61,7 +61,7 @@ class TwinLLMServer:
         self.pieces = [("" if i in special else self.tokenizer.decode([i])) for i in range(len(self.tokenizer))]
         self.vocab = [i for i, piece in enumerate(self.pieces)
                       if piece and all(ch.isprintable() or ch in "\n\t" for ch in piece)]  # no half characters
-        self.engine = TwinEngine(profile.llm, profile.llm_config, priority=priority, sleep=sleep)
+        self.engine = TwinEngine(profile.llm, profile.llm_config, priority=priority, sleep=sleep, clock=clock)
         self.engine.on_death = self._died
         self.faults = Faults(self._apply)
         self.listener: Listener | None = None
@@ -292,6 +292,7 @@ class TwinLLMServer:
             f'vllm:cache_config_info{{block_size="{config.block_size}",enable_prefix_caching="True",engine="0",'
             f'num_gpu_blocks="{config.num_gpu_blocks}"}} 1.0',
             f"twin:simulated_seconds_total{{{labels}}} {self.engine.simulated_s}",
+            f"twin:lag_seconds_total{{{labels}}} {self.engine.lag_s}",
         ]
         return PlainTextResponse("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4")
 

@@ -19,6 +19,7 @@ class VirtualClock:
 
     def __init__(self) -> None:
         self.waits: list[float] = []
+        self.time = 0.0
         self._held: dict[float, asyncio.Event] = {}
         self._started: dict[float, asyncio.Event] = {}
 
@@ -31,8 +32,12 @@ class VirtualClock:
     def release(self, seconds: float) -> None:
         self._held.pop(seconds).set()
 
+    def now(self) -> float:
+        return self.time
+
     async def sleep(self, seconds: float) -> None:
         self.waits.append(seconds)
+        self.time += seconds
         gate = self._held.get(seconds)
         if gate is not None:
             self._started[seconds].set()
@@ -50,7 +55,8 @@ async def make_twin(clock: VirtualClock) -> AsyncIterator[Callable[..., Awaitabl
     servers: list[TwinLLMServer] = []
 
     async def make(*, priority: bool = False) -> TwinLLMServer:
-        server = TwinLLMServer(load_profile("h100-8b"), build_llm("tiny"), priority=priority, sleep=clock.sleep)
+        server = TwinLLMServer(load_profile("h100-8b"), build_llm("tiny"), priority=priority, sleep=clock.sleep,
+                               clock=clock.now)
         await server.start()
         servers.append(server)
         return server
