@@ -168,14 +168,17 @@ def assert_same_outcomes(suite: Suite, runs: Mapping[str, SuiteRun], variant: st
     diff = differences(stock, other)
     compared = len(stock.outcomes) - len(stock.failing())
     again = [test_id for test_id in diff if test_id in stock.outcomes]
-    if again and len(diff) <= RERUN_AT_MOST:
+    hung = [t for t, outcome in other.outcomes.items() if outcome == "running"]
+    # a pass stopped by a hang (once seen in a wrapped LangGraph pass, a generator finalized by
+    # the garbage collector inside Thread.start) leaves every later test absent: those are rerun
+    # too, so a hang that does not come back is reported, and one that does fails
+    if again and (len(diff) <= RERUN_AT_MOST or hung):
         rerun = run_passes(suite, ("stock", variant), folder, tests=again)
         gone = [t for t in again if t in rerun["stock"].outcomes and rerun["stock"].outcomes[t] == rerun[variant].outcomes.get(t)]
         if gone:
             warnings.warn(FlakyDifferences(f"{suite.name}: {len(gone)} tests differed under {variant} once, not on a rerun:\n"
                                            + "\n".join(diff.pop(t) for t in gone)))
-    stopped = [t for t, outcome in other.outcomes.items() if outcome == "running"]
-    ended = f"its pytest stopped in {stopped} (exit {other.returncode}):\n{other.output_tail[-2500:]}\n" if stopped else ""
+    ended = f"its pytest stopped in {hung} (exit {other.returncode}):\n{other.output_tail[-2500:]}\n" if hung else ""
     assert not diff, (f"{suite.name}: {len(diff)} of {compared} tests differ under {variant} "
                       f"({variant} pass {other.seconds:.0f}s; at most {RERUN_AT_MOST} rerun, each differing again):\n"
                       + ended + "\n".join(diff.values()))
