@@ -9,12 +9,8 @@ answers `Connection: close`, so it cannot).
 
 from __future__ import annotations
 
-import socket
-import socketserver
-import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from urllib.parse import urlsplit
 
 import pytest
 from langchain_core.output_parsers import StrOutputParser
@@ -23,6 +19,7 @@ from langchain_core.runnables import RunnableLambda
 
 import accel
 
+from ..tcp_proxy import TcpProxy, tcp_proxy
 from .conftest import TINY
 
 pytestmark = [pytest.mark.engines, pytest.mark.slow]
@@ -34,79 +31,24 @@ SLACK = 2
 the server closed while idle, the engine's start-up probes)."""
 
 
-class CountingProxy(socketserver.ThreadingTCPServer):
-    """Relays bytes to the server unchanged and counts the connections clients open."""
-
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, upstream: tuple[str, int]) -> None:
-        super().__init__(("127.0.0.1", 0), _Relay)
-        self.upstream = upstream
-        self.accepted = 0
-        self._lock = threading.Lock()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/v1"
-
-    def count(self) -> None:
-        with self._lock:
-            self.accepted += 1
-
-
-class _Relay(socketserver.BaseRequestHandler):
-    server: CountingProxy
-
-    def handle(self) -> None:
-        self.server.count()
-        with socket.create_connection(self.server.upstream) as upstream:
-            back = threading.Thread(target=_pump, args=(upstream, self.request), daemon=True)
-            back.start()
-            _pump(self.request, upstream)
-            back.join()
-
-
-def _pump(source: socket.socket, sink: socket.socket) -> None:
-    """Copy until either side closes, then close both directions (the other pump ends too)."""
-    try:
-        while data := source.recv(65536):
-            sink.sendall(data)
-    except OSError:
-        pass
-    for sock in (source, sink):
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-
-
 @pytest.fixture
-def proxy(vllm_server) -> Iterator[CountingProxy]:
-    parts = urlsplit(vllm_server.base_url)
-    server = CountingProxy((parts.hostname, parts.port))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+def proxy(vllm_server) -> Iterator[TcpProxy]:
+    with tcp_proxy(vllm_server.base_url) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
-def _chat(proxy: CountingProxy):
+def _chat(proxy: TcpProxy):
     from langchain_openai import ChatOpenAI
 
-    return ChatOpenAI(base_url=proxy.url, api_key="EMPTY", model=TINY, temperature=0, max_tokens=8)
+    return ChatOpenAI(base_url=proxy.url + "/v1", api_key="EMPTY", model=TINY, temperature=0, max_tokens=8)
 
 
-def chain(proxy: CountingProxy):
+def chain(proxy: TcpProxy):
     """prompt | chat model | parser: accel runs the model's call on its own engine."""
     return ChatPromptTemplate.from_template("Question {n}: what is a heap?") | _chat(proxy) | StrOutputParser()
 
 
-def user_code(proxy: CountingProxy):
+def user_code(proxy: TcpProxy):
     """The model called from user code: the floor forwards the SDK's own request."""
     model = _chat(proxy)
     return RunnableLambda(lambda n: model.invoke(f"Question {n}: what is a heap?").content)
@@ -120,7 +62,7 @@ def stream(app) -> Callable[[int], str]:
     return lambda n: "".join(app.stream(n))
 
 
-def _new_connections(proxy: CountingProxy, call: Callable[[int], str], threads: int) -> int:
+def _new_connections(proxy: TcpProxy, call: Callable[[int], str], threads: int) -> int:
     call(0)  # the client (and accel's engine) start and open their first connection
     before = proxy.accepted
     with ThreadPoolExecutor(threads) as pool:
@@ -131,7 +73,7 @@ def _new_connections(proxy: CountingProxy, call: Callable[[int], str], threads: 
 @pytest.mark.parametrize("build", [chain, user_code])
 @pytest.mark.parametrize("call", [invoke, stream])
 @pytest.mark.parametrize("threads", [1, THREADS])
-def test_wrapped_requests_reuse_connections(proxy: CountingProxy, build, call, threads: int) -> None:
+def test_wrapped_requests_reuse_connections(proxy: TcpProxy, build, call, threads: int) -> None:
     stock = _new_connections(proxy, call(build(proxy)), threads)
     fast = _new_connections(proxy, call(accel.wrap(build(proxy))), threads)
     assert fast <= threads + SLACK, f"{fast} new connections for {REQUESTS} requests, {threads} at a time"
