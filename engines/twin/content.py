@@ -6,6 +6,7 @@ batching or timing, so nothing here reads a clock, a counter or a shared random 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import random
@@ -48,14 +49,20 @@ def embedding(text: str, dimensions: int) -> list[float]:
     get close vectors, so a vector search over a twin's vectors ranks overlap first."""
     vector = [0.0] * dimensions
     for word in _WORD.findall(text.lower()):
-        rng = random.Random(_seed("w", word))
-        for _ in range(8):
-            vector[rng.randrange(dimensions)] += rng.choice((-1.0, 1.0))
+        for slot, sign in _slots(word, dimensions):
+            vector[slot] += sign
     norm = math.sqrt(sum(v * v for v in vector))
     if norm == 0.0:
         vector[_seed("empty", text) % dimensions] = 1.0
         return vector
     return [v / norm for v in vector]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _slots(word: str, dimensions: int) -> tuple[tuple[int, float], ...]:
+    """A word's 8 signed slots (remembered: a corpus repeats its words)."""
+    rng = random.Random(_seed("w", word))
+    return tuple((rng.randrange(dimensions), rng.choice((-1.0, 1.0))) for _ in range(8))
 
 
 def score(query: str, passage: str, dimensions: int = 384) -> float:

@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from accel.engines.twin.content import embedding, score
-from accel.engines.twin.engine import Sleep
+from accel.engines.twin.engine import Clock, Sleep
 from accel.engines.twin.faults import Faults, FaultScript
 from accel.engines.twin.listener import Listener
 from accel.engines.twin.profile import EncoderCost, TwinProfile
@@ -37,28 +37,38 @@ MAX_TOKENS = 512
 
 
 class Device:
-    """One GPU stream: each call waits for the calls before it, then for its own time."""
+    """One GPU stream: each call waits for the calls before it, then for its own time. A call
+    is timed from when it arrived (or the previous call's modelled end), so the twin's own work
+    on it (tokens, vectors) counts inside the modelled time instead of adding to it."""
 
-    def __init__(self, sleep: Sleep) -> None:
+    def __init__(self, sleep: Sleep, clock: Clock | None = None) -> None:
         self.sleep = sleep
+        self.clock = clock or time.monotonic
         self.slow_factor = 1.0
         self.simulated_s = 0.0
+        self.lag_s = 0.0
         self.calls = 0
         self._stall_s = 0.0
+        self._free_at = 0.0
         self._tail: asyncio.Future[None] | None = None
 
     def stall(self, seconds: float) -> None:
         self._stall_s += seconds
 
-    async def run(self, seconds: float) -> None:
+    async def run(self, seconds: float, arrived: float | None = None) -> None:
+        """Occupy the device for `seconds` of modelled time, counted from `arrived`."""
         before, done = self._tail, asyncio.get_running_loop().create_future()
         self._tail = done
+        arrived = self.clock() if arrived is None else arrived
         try:
             if before is not None:
                 await asyncio.shield(before)
             stall, self._stall_s = self._stall_s, 0.0
             took = stall + seconds * self.slow_factor
-            await self.sleep(took)
+            self._free_at = max(arrived, self._free_at) + took
+            now = self.clock()
+            self.lag_s += max(now - self._free_at, 0.0)
+            await self.sleep(max(self._free_at - now, 0.0))
             self.simulated_s += took
             self.calls += 1
         finally:
@@ -76,7 +86,7 @@ class TwinEncoderServer:
     """An embedding (`kind="embed"`) or rerank (`kind="rerank"`) twin."""
 
     def __init__(self, profile: TwinProfile, kind: Literal["embed", "rerank"], *, served_model_name: str | None = None,
-                 sleep: Sleep = asyncio.sleep) -> None:
+                 sleep: Sleep = asyncio.sleep, clock: Clock | None = None) -> None:
         from tokenizers import Tokenizer
 
         from accel.engines.embeddings import packaged_minilm_path
@@ -88,7 +98,7 @@ class TwinEncoderServer:
         self.tokenizer = Tokenizer.from_file(str(packaged_minilm_path() / "tokenizer.json"))
         self.tokenizer.enable_truncation(MAX_TOKENS)
         self.tokenizer.no_padding()
-        self.device = Device(sleep)
+        self.device = Device(sleep, clock)
         self.faults = Faults(self._apply)
         self.listener: Listener | None = None
         self._refusal: asyncio.Task[None] | None = None
@@ -140,39 +150,41 @@ class TwinEncoderServer:
     def _tokens(self, text: str, pair: str | None = None) -> int:
         return len(self.tokenizer.encode(text, pair).ids)
 
-    async def _call(self, lengths: list[int]) -> None:
-        await self.device.run(self.cost.call_s(len(lengths), max(lengths)))
+    async def _call(self, lengths: list[int], arrived: float) -> None:
+        await self.device.run(self.cost.call_s(len(lengths), max(lengths)), arrived)
 
     def _head(self, prefix: str) -> dict[str, Any]:
         return {"id": f"{prefix}-{uuid.uuid4().hex[:16]}", "object": "list", "created": int(time.time()), "model": self.model}
 
     async def _embeddings(self, request: Request) -> Response:
+        arrived = self.device.clock()
         body = json.loads(await request.body())
         texts = _texts(body.get("input"), self.tokenizer)
         if texts is None:
             return _error("'input' must be a string, a list of strings, or token ids")
         dimensions = int(body.get("dimensions") or DIMENSIONS)
         lengths = [self._tokens(text) for text in texts]
-        await self._call(lengths)
         encode = body.get("encoding_format", "float") == "base64"
         data = []
         for index, text in enumerate(texts):
             vector = embedding(text, dimensions)
             value: Any = base64.b64encode(struct.pack(f"<{dimensions}f", *vector)).decode() if encode else vector
             data.append({"index": index, "object": "embedding", "embedding": value})
+        await self._call(lengths, arrived)
         usage = {"prompt_tokens": sum(lengths), "total_tokens": sum(lengths), "completion_tokens": 0}
         return JSONResponse({**self._head("embd"), "data": data, "usage": usage})
 
     async def _rerank(self, request: Request) -> Response:
+        arrived = self.device.clock()
         body = json.loads(await request.body())
         query, documents = body.get("query"), body.get("documents")
         documents = [d.get("text") if isinstance(d, dict) else d for d in (documents or [])]
         if not isinstance(query, str) or not documents or not all(isinstance(d, str) for d in documents):
             return _error("rerank needs a string 'query' and a non-empty list of 'documents'")
         lengths = [self._tokens(query, document) for document in documents]
-        await self._call(lengths)
         results = sorted(({"index": i, "document": {"text": d}, "relevance_score": score(query, d)}
                           for i, d in enumerate(documents)), key=lambda r: -r["relevance_score"])
+        await self._call(lengths, arrived)
         top_n = int(body.get("top_n") or 0)
         head = self._head("rerank")
         del head["object"], head["created"]
@@ -180,6 +192,7 @@ class TwinEncoderServer:
                              "results": results[:top_n] if top_n else results})
 
     async def _score(self, request: Request) -> Response:
+        arrived = self.device.clock()
         body = json.loads(await request.body())
         for first, second in (("text_1", "text_2"), ("queries", "documents"), ("queries", "items"), ("data_1", "data_2")):
             if first in body and second in body:
@@ -194,8 +207,8 @@ class TwinEncoderServer:
         if len(left) != len(right) or not right:
             return _error("text_1 must hold one text or as many as text_2")
         lengths = [self._tokens(q, d) for q, d in zip(left, right, strict=True)]
-        await self._call(lengths)
         data = [{"index": i, "object": "score", "score": score(q, d)} for i, (q, d) in enumerate(zip(left, right, strict=True))]
+        await self._call(lengths, arrived)
         return JSONResponse({**self._head("score"), "data": data,
                              "usage": {"prompt_tokens": sum(lengths), "total_tokens": sum(lengths), "completion_tokens": 0}})
 
@@ -207,7 +220,8 @@ class TwinEncoderServer:
     async def _metrics(self, _: Request) -> Response:
         labels = f'model_name="{self.model}"'
         return PlainTextResponse(f"twin:calls_total{{{labels}}} {float(self.device.calls)}\n"
-                                 f"twin:simulated_seconds_total{{{labels}}} {self.device.simulated_s}\n")
+                                 f"twin:simulated_seconds_total{{{labels}}} {self.device.simulated_s}\n"
+                                 f"twin:lag_seconds_total{{{labels}}} {self.device.lag_s}\n")
 
 
 def _texts(value: Any, tokenizer: Any) -> list[str] | None:

@@ -20,7 +20,7 @@ DOCS = ["Sort a Python list in place with list.sort.", "The weather in Paris is 
 
 @pytest.fixture
 async def embedder(clock):
-    server = TwinEncoderServer(PROFILE, "embed", sleep=clock.sleep)
+    server = TwinEncoderServer(PROFILE, "embed", sleep=clock.sleep, clock=clock.now)
     await server.start()
     yield server
     await server.close()
@@ -28,7 +28,7 @@ async def embedder(clock):
 
 @pytest.fixture
 async def reranker(clock):
-    server = TwinEncoderServer(PROFILE, "rerank", sleep=clock.sleep)
+    server = TwinEncoderServer(PROFILE, "rerank", sleep=clock.sleep, clock=clock.now)
     await server.start()
     yield server
     await server.close()
@@ -68,7 +68,7 @@ async def test_rerank_and_score_agree_and_rank_the_relevant_passage_first(rerank
 
 
 async def test_calls_on_one_device_run_one_after_another(clock) -> None:
-    device = Device(clock.sleep)
+    device = Device(clock.sleep, clock.now)
     started = clock.hold(0.004)
     first = asyncio.ensure_future(device.run(0.004))
     second = asyncio.ensure_future(device.run(0.009))
@@ -80,7 +80,7 @@ async def test_calls_on_one_device_run_one_after_another(clock) -> None:
 
 
 async def test_a_call_cancelled_in_the_queue_keeps_the_order(clock) -> None:
-    device = Device(clock.sleep)
+    device = Device(clock.sleep, clock.now)
     started = clock.hold(0.004)
     first = asyncio.ensure_future(device.run(0.004))
     second = asyncio.ensure_future(device.run(0.005))
@@ -113,3 +113,17 @@ async def test_accels_server_engines_work_against_the_twins(embedder, reranker) 
         [vector] = await embed.run([ServerEmbedRequest("hello world", (("model", embedder.model),))])
         scores = await rerank.run([("sort a list", DOCS[0]), ("sort a list", DOCS[1])])
     assert len(vector) == 384 and scores[0] > scores[1]
+
+
+async def test_the_twins_own_work_counts_inside_the_modelled_time(clock) -> None:
+    """A call that arrived 3 ms ago (the twin tokenised and built vectors meanwhile) waits only
+    the rest of its modelled time; a call later than its modelled end counts as lag."""
+    device = Device(clock.sleep, clock.now)
+    clock.time = 0.010
+    await device.run(0.006, arrived=0.007)
+    assert clock.waits == [pytest.approx(0.003)] and device.lag_s == 0.0
+    await device.run(0.001, arrived=0.012)  # the device is busy until 0.013, so it ends at 0.014
+    assert clock.waits[-1] == pytest.approx(0.001)
+    clock.time = 0.030
+    await device.run(0.002, arrived=0.020)
+    assert clock.waits[-1] == 0.0 and device.lag_s == pytest.approx(0.008)
