@@ -127,3 +127,24 @@ async def test_the_twins_own_work_counts_inside_the_modelled_time(clock) -> None
     clock.time = 0.030
     await device.run(0.002, arrived=0.020)
     assert clock.waits[-1] == 0.0 and device.lag_s == pytest.approx(0.008)
+
+
+@pytest.mark.engines
+async def test_pgvector_search_over_twin_vectors_finds_the_overlapping_passage(embedder, postgres_factory) -> None:
+    """Postgres stays real: the twin's vectors, stored and searched by pgvector, rank the
+    passage that shares the query's words first."""
+    import psycopg
+
+    corpus = DOCS + ["Binary search halves a sorted list each step.", "Trains leave the station every hour."]
+    async with httpx.AsyncClient(base_url=embedder.listener.base_url + "/v1") as client:
+        stored = (await client.post("/embeddings", json={"input": corpus})).json()["data"]
+        [query] = (await client.post("/embeddings", json={"input": "when does the train leave the station"})).json()["data"]
+    dsn = await asyncio.to_thread(postgres_factory, "accel-twin-pg-")
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        await conn.execute("CREATE TABLE docs (id int, embedding vector(384))")
+        for item in stored:
+            await conn.execute("INSERT INTO docs VALUES (%s, %s::vector)", (item["index"], str(item["embedding"])))
+        cursor = await conn.execute("SELECT id FROM docs ORDER BY embedding <=> %s::vector LIMIT 1", (str(query["embedding"]),))
+        [(best,)] = await cursor.fetchall()
+    assert corpus[best].startswith("Trains")
