@@ -155,6 +155,18 @@ async def test_langchain_ainvoke_and_abatch_answer_as_stock_with_a_quarter_of_th
     assert 1 <= len(ours_requests) <= len(QUESTIONS) // 4, [len(r.body["input"]) for r in ours_requests]
 
 
+def test_langchain_stream_and_run_tree_are_stocks(lc_chain: dict[str, Any]) -> None:
+    from accel.testing.runtrees import Recorder, difference, trees
+
+    chain, fast = lc_chain["sync"], accel.wrap(lc_chain["sync"])
+    stock_chunks, ours_chunks = list(chain.stream(QUESTIONS[1])), list(fast.stream(QUESTIONS[1]))
+    assert "".join(ours_chunks) == "".join(stock_chunks) and ours_chunks[0] == stock_chunks[0]
+    stock_runs, ours_runs = Recorder(), Recorder()
+    assert fast.invoke(QUESTIONS[2], config={"callbacks": [ours_runs]}) == \
+        chain.invoke(QUESTIONS[2], config={"callbacks": [stock_runs]})
+    assert stock_runs.roots and trees(ours_runs) == trees(stock_runs), difference(trees(ours_runs), trees(stock_runs))
+
+
 # ---- LlamaIndex: OpenAILikeEmbedding / OpenAIEmbedding, PGVectorStore -----------------------
 
 
