@@ -177,10 +177,10 @@ def test_compression_and_multi_query_retrievers_in_a_chain(vectorstore, reranker
 
 
 def test_astream_events_start_and_end_the_same_runs(chat_model, questions) -> None:
-    """`astream_events` (chat UIs stream from it) is built from the same callbacks: every run
-    starts and ends as in stock, and the answering model streams its tokens. (Stock also
-    streams the chunks through every step on the way, the first model's tokens included;
-    accel streams only the answer's, so per-chunk events of intermediate steps are absent.)"""
+    """`astream_events` (chat UIs stream from it): every run starts and ends as in stock, and
+    the same steps stream as in stock, both models included (a streaming handler gets the
+    stock chain with its engine calls captured: docs/design.md; events of every external app:
+    tests/external/test_stream_events.py)."""
     chain = two_dependent_calls(chat_model)
 
     async def events(runnable) -> list[tuple[str, str, tuple[str, ...]]]:
@@ -190,8 +190,9 @@ def test_astream_events_start_and_end_the_same_runs(chat_model, questions) -> No
     stock, fast = asyncio.run(events(chain)), asyncio.run(events(accel.wrap(chain)))
     ends = lambda seen: sorted(e for e in seen if e[0].endswith(("_start", "_end")))  # noqa: E731
     assert ends(fast) == ends(stock)
-    streamed = [e for e in fast if e[0] == "on_chat_model_stream"]
-    assert streamed and {e[2] for e in streamed} == {("seq:step:3",)}  # the answering model
+    streamed = lambda seen: sorted({e for e in seen if e[0].endswith("_stream")})  # noqa: E731
+    assert streamed(fast) == streamed(stock)
+    assert len({e for e in streamed(fast) if e[0] == "on_chat_model_stream"}) == 2
 
 
 def test_a_model_or_retriever_wrapped_alone_opens_its_own_run(vectorstore, chat_model, questions) -> None:
