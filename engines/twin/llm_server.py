@@ -144,13 +144,13 @@ class TwinLLMServer:
         raise BadRequest("the twin serves one prompt per request (a string or a list of token ids)")
 
     def _generation(self, body: dict[str, Any], chat: bool) -> Generation:
-        for unsupported in ("echo", "logprobs", "top_logprobs", "best_of", "tools"):
-            if body.get(unsupported) not in (None, False, 0, [], "none") and not (unsupported == "logprobs" and chat and body[unsupported] is False):
+        for unsupported in ("echo", "logprobs", "top_logprobs", "tools"):
+            if body.get(unsupported) not in (None, False, 0, [], "none"):
                 raise BadRequest(f"the twin does not model {unsupported!r}")
-        if body.get("n", 1) != 1:
-            raise BadRequest("the twin serves n=1")
+        if body.get("n", 1) != 1 or (body.get("best_of") or 1) != 1:
+            raise BadRequest("the twin serves n=1 (best_of 1)")
         if body.get("priority", 0) and not self.priority:
-            raise BadRequest("Got priority 1 but Priority scheduling is not enabled.")
+            raise BadRequest(f"Got priority {body['priority']} but Priority scheduling is not enabled.")
         prompt = self._prompt_ids(body, chat)
         room = self.profile.llm_config.max_model_len - len(prompt)
         if room < 1:
