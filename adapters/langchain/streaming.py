@@ -47,8 +47,7 @@ def chat_result(template: Any) -> ChatResult | None:
 
 # ---- handlers a lowered query cannot serve as stock does --------------------------------
 
-STREAMING_HANDLER = ("a streaming callback handler listens (astream_events, astream_log, LangGraph stream_mode='messages'): "
-                     "stock streams every model and every step, a lowered query only its answer")
+STREAMING_HANDLER = "a streaming callback handler listens (e.g. LangGraph stream_mode='messages')"
 ASYNC_HANDLER = "an async callback handler listens: stock awaits it on the caller's loop"
 
 
