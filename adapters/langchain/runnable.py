@@ -7,7 +7,9 @@ Two ways to run, decided once at wrap time:
   the original. The code accel does not lower runs where stock runs it, on the caller's thread
   or loop (`accel.caller`), so thread-locals, loop-bound clients and callbacks see what stock
   shows them. `batch` / `abatch` come from `Runnable` on top of them, so concurrent queries
-  batch together on the session's engines.
+  batch together on the session's engines. A call whose listeners only stock serves as
+  stock (a streaming handler; an async one in an async call: `streaming.stock_listener`)
+  runs the stock chain with its engine calls captured.
 - **Stock** (nothing to lower): every entry point is the original's own, on the caller's thread
   or task, with its own run tree; accel adds only the `WrappedRun` scope, so the framework
   components inside can still send their engine calls through accel's engine schedulers.
