@@ -13,7 +13,9 @@ runs as children of the right parent (`RunTree.child_config`).
 
 Only calls with callback handlers get a `RunTree`; without handlers nothing is recorded. The
 runs' callbacks are made on accel's session loop thread (stock calls them from the threads
-that run the steps, so handlers already have to be thread-safe).
+that run the steps, so handlers already have to be thread-safe); a streaming handler
+(`astream_events`), or an async one in an async call, gets the stock chain instead
+(`streaming.stock_listener`).
 """
 
 from __future__ import annotations
