@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -128,9 +129,42 @@ def _command(name: str) -> Callable[..., None]:
         default_plot = Path(json_path).with_suffix(".png") if json_path and not to_stdout else Path(f"bench-{name}.png")
         for path in plots.plot(result, plot or default_plot):
             out.print(f"wrote {path}", soft_wrap=True)
+        if not private_stack and (note := _still_up()):
+            out.print(note, soft_wrap=True)
 
     run.__doc__ = f"Compare the {name} example: stock, LlamaDistPC-like and accel (--ablations: policies, passes off)."
     return run
+
+
+def _still_up() -> str | None:
+    """What the `accel up` stack left running costs, and how to stop it: a bench run leaves it
+    up for the next one, holding its memory (idle, vLLM-CPU uses about 1% of a core:
+    docs/reliability.md)."""
+    from accel.engines import stack as local
+
+    state = local.read_state()
+    pids = [] if state is None else [state.server_pid, *(state.replica_pids or ()),
+                                     state.embed_server_pid, state.rerank_server_pid]
+    groups = {pid for pid in pids if local.pid_alive(pid)}
+    if not groups:
+        return None
+    home = f"ACCEL_HOME={os.environ['ACCEL_HOME']} " if os.environ.get("ACCEL_HOME") else ""
+    return (f"The local stack is still up: {_memory_gib(groups):.1f} GiB of memory, ~1% of a core idle.\n"
+            f"Stop it with: {home}.venv/bin/accel down")
+
+
+def _memory_gib(groups: set[int]) -> float:
+    """Proportional memory (Pss) of the processes in these process groups: what stopping them frees."""
+    total_kb = 0
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if int((proc / "stat").read_text().rsplit(")", 1)[1].split()[2]) not in groups:
+                continue
+            rollup = (proc / "smaps_rollup").read_text()
+        except (OSError, ValueError, IndexError):  # gone meanwhile, or not ours to read
+            continue
+        total_kb += next((int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:")), 0)
+    return total_kb / 2**20
 
 
 def register(app: typer.Typer) -> None:
