@@ -262,7 +262,7 @@ def render(report: dict[str, Any], width: int = 80) -> str:
         parts += ["", rates_table(report, width)]
     line = bound_line(report)
     if line:
-        parts.append(line)
+        parts.append(_wrap(line, width))
     failures = [f"{name}: {s['failed_queries']} failed queries, first: {s['errors'][0]}"
                 for name, s in report["systems"].items() if s["failed_queries"]]
     parts += [textwrap.shorten(f, width, placeholder=" …") for f in failures]
