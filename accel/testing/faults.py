@@ -24,10 +24,9 @@ import socket
 import struct
 import threading
 from http.server import BaseHTTPRequestHandler
-from typing import Any
 from urllib.parse import urlsplit
 
-from accel.testing.proxy import _HOP_HEADERS, _Server
+from accel.testing.proxy import _HOP_HEADERS, QuietHandler, _Server
 
 
 class FaultProxy:
@@ -128,15 +127,9 @@ class FaultProxy:
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         proxy = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
-                return
-
+        class Handler(QuietHandler):
             def _forward(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
+                raw = self.read_body()
                 upstream = http.client.HTTPConnection(proxy.upstream_host, proxy.upstream_port, timeout=600)
                 generation = self.path.endswith("/completions")
                 with proxy._lock:
@@ -144,8 +137,7 @@ class FaultProxy:
                     hold_after = proxy._hold_after if generation else None
                     proxy.generations += generation
                 try:
-                    headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_HEADERS}
-                    upstream.request(self.command, self.path, body=raw or None, headers=headers)
+                    upstream.request(self.command, self.path, body=raw or None, headers=self.end_to_end_headers())
                     response = upstream.getresponse()
                     if hold_after is None:
                         self._start(response)

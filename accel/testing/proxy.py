@@ -66,6 +66,23 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
 
+class QuietHandler(BaseHTTPRequestHandler):
+    """A test proxy's request handler: HTTP/1.1, no access log, the request read whole."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
+        return
+
+    def read_body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def end_to_end_headers(self) -> dict[str, str]:
+        """The request's headers less the hop-by-hop ones, to send upstream."""
+        return {k: v for k, v in self.headers.items() if k.lower() not in _HOP_HEADERS}
+
+
 class RecordingProxy:
     """Forwards every request to `upstream` (e.g. "http://127.0.0.1:8000") and records it.
 
@@ -108,18 +125,12 @@ class RecordingProxy:
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         proxy = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
-                return
-
+        class Handler(QuietHandler):
             def _forward(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
+                raw = self.read_body()
                 record = RecordedRequest(self.command, self.path, _json_or_none(raw))
                 upstream = http.client.HTTPConnection(proxy.upstream_host, proxy.upstream_port, timeout=600)
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_HEADERS}
+                headers = self.end_to_end_headers()
                 generation = self.path.endswith("/completions")
                 if generation:
                     proxy.recorder.opened()

@@ -4,11 +4,14 @@
 - `vllm_server` (tests/conftest.py): the session's one vLLM server on the tiny offline Llama;
 - `llm_proxy`: a recording reverse proxy in front of it; point both the stock app and accel
   at `llm_proxy.url + "/v1"` and compare `llm_proxy.recorder.take()`;
-- `minilm_path` / `reranker_dir`: the packaged MiniLM embedder and the offline cross-encoder.
+- `minilm_path` / `reranker_dir`: the packaged MiniLM embedder and the offline cross-encoder;
+- `doomed_postgres`: `(dsn, data_dir)` of a Postgres of one test's own, for it to stop.
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -18,6 +21,7 @@ from accel.testing.proxy import RecordingProxy
 from accel.engines.embeddings import packaged_minilm_path
 from accel.engines.llm.server import ServerHandle
 from accel.engines.offline.reranker import build_reranker
+from accel.engines.vectordb import start_local_postgres, stop_local_postgres
 
 
 @pytest.fixture(scope="session")
@@ -39,3 +43,16 @@ def minilm_path() -> Path:
 @pytest.fixture(scope="session")
 def reranker_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_reranker(tmp_path_factory.mktemp("models") / "rerank-minilm-l6")
+
+
+@pytest.fixture()
+def doomed_postgres() -> Iterator[tuple[str, Path]]:
+    """A Postgres of this test's own, to stop mid-test (not pytest's tmp_path: as root, postgres
+    runs as the `pgserver` user, which must traverse the directory)."""
+    root = Path(tempfile.mkdtemp(prefix="accel-down-"))
+    root.chmod(0o755)
+    try:
+        yield start_local_postgres(root / "data"), root / "data"
+    finally:
+        stop_local_postgres(root / "data")
+        shutil.rmtree(root, ignore_errors=True)

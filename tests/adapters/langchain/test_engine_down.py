@@ -9,11 +9,7 @@ called the way it refuses. Code that catches the stock exception must keep worki
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,23 +17,11 @@ import pytest
 import accel
 from accel.engines.errors import EngineError
 from accel.engines.llm.server import free_port
-from accel.engines.vectordb import start_local_postgres, stop_local_postgres
+from accel.engines.vectordb import stop_local_postgres
 
 from .conftest import TINY, sqlalchemy_url
 
 pytestmark = pytest.mark.engines
-
-
-@pytest.fixture()
-def doomed_postgres() -> Iterator[tuple[str, Path]]:
-    """A Postgres of this test's own, to stop mid-test."""
-    root = Path(tempfile.mkdtemp(prefix="accel-lc-down-"))
-    root.chmod(0o755)
-    try:
-        yield start_local_postgres(root / "data"), root / "data"
-    finally:
-        stop_local_postgres(root / "data")
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def _rag(store: Any, model: Any) -> Any:

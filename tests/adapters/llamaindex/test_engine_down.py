@@ -5,10 +5,6 @@ clauses broke under accel). Sync and async, each engine going down after the fir
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from collections.abc import Iterator
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -17,23 +13,11 @@ import pytest
 import accel
 from accel.engines.errors import EngineError
 from accel.engines.llm.server import free_port
-from accel.engines.vectordb import start_local_postgres, stop_local_postgres
+from accel.engines.vectordb import stop_local_postgres
 
 from .conftest import make_llm, text_nodes
 
 pytestmark = pytest.mark.engines
-
-
-@pytest.fixture()
-def doomed_postgres() -> Iterator[tuple[str, Path]]:
-    """A Postgres of this test's own, to stop mid-test."""
-    root = Path(tempfile.mkdtemp(prefix="accel-li-down-"))
-    root.chmod(0o755)
-    try:
-        yield start_local_postgres(root / "data"), root / "data"
-    finally:
-        stop_local_postgres(root / "data")
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def _index(dsn: str, embed_model: Any) -> Any:
