@@ -10,7 +10,6 @@ ACCEL_TEST_EMBED_URL reuses an embedding server already running (local iteration
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -20,13 +19,12 @@ import pytest
 
 import accel
 from accel.adapters.common import floor
-from accel.config import Settings
-from accel.engines.embeddings import packaged_minilm_path
-from accel.engines.encoder_servers import EMBED, EMBED_SERVED_NAME, launch_encoder
+from accel.engines.encoder_servers import EMBED_SERVED_NAME
 from accel.engines.offline.corpus import stdlib_docs
 from accel.scope import WrappedRun, wrapped_run
 from accel.session import get_session
 from accel.testing.proxy import RecordingProxy
+from tests.encoder_servers import serve
 
 pytestmark = [pytest.mark.engines, pytest.mark.slow]
 
@@ -38,16 +36,7 @@ QUESTIONS = [f"{verb} {topic}?" for verb in ("How do I use", "What is", "Why wou
 
 @pytest.fixture(scope="module")
 def embed_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    running = os.environ.get("ACCEL_TEST_EMBED_URL")
-    if running:
-        yield running.rstrip("/")
-        return
-    home = tmp_path_factory.mktemp("embed-server")
-    handle = asyncio.run(launch_encoder(Settings(home=home), EMBED, str(packaged_minilm_path())))
-    try:
-        yield handle.base_url
-    finally:
-        asyncio.run(handle.stop())
+    yield from serve("embed", tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,6 @@ ACCEL_TEST_EMBED_URL / ACCEL_TEST_RERANK_URL reuse servers already running (loca
 
 from __future__ import annotations
 
-import asyncio
-import os
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -22,12 +20,9 @@ import pytest
 
 import accel
 from accel.adapters.common import floor
-from accel.config import Settings
-from accel.engines.encoder_servers import RERANK, RERANK_SERVED_NAME, launch_encoder
-from accel.engines.offline.reranker import build_reranker
-from accel.scope import WrappedRun, wrapped_run
-from accel.session import get_session
+from accel.engines.encoder_servers import RERANK_SERVED_NAME
 from accel.testing.proxy import RecordingProxy
+from tests.encoder_servers import serve
 
 from .test_server_embeddings import (  # noqa: F401  (module fixtures, one server of each kind per module)
     CONCURRENT, QUESTIONS, TINY, doc_texts, embed_proxy, embed_url, lc_embeddings, li_embed_model)
@@ -38,16 +33,7 @@ pytestmark = [pytest.mark.engines, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def rerank_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    running = os.environ.get("ACCEL_TEST_RERANK_URL")
-    if running:
-        yield running.rstrip("/")
-        return
-    home = tmp_path_factory.mktemp("rerank-server")
-    handle = asyncio.run(launch_encoder(Settings(home=home), RERANK, str(build_reranker(home / "rerank"))))
-    try:
-        yield handle.base_url
-    finally:
-        asyncio.run(handle.stop())
+    yield from serve("rerank", tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -107,14 +107,15 @@ def run_passes(suite: Suite, variants: tuple[str, ...], folder: Path, timeout_s:
         log = (folder / f"{variant}.log").open("w")
         running[variant] = (subprocess.Popen(command, cwd=suite.source, env=env, stdout=log, stderr=subprocess.STDOUT), log)
     runs: dict[str, SuiteRun] = {}
+    deadline = started + timeout_s
     try:
-        while len(runs) < len(running):
-            if time.perf_counter() - started > timeout_s:
-                raise TimeoutError(f"conformance {suite.name}: {sorted(set(running) - set(runs))} still running after {timeout_s:.0f}s")
-            for variant, (process, _) in running.items():
-                if variant not in runs and process.poll() is not None:
-                    runs[variant] = _read_run(suite, variant, folder, process.returncode, time.perf_counter() - started)
-            time.sleep(0.2)
+        for variant, (process, _) in running.items():  # each waited for in turn: no polling
+            try:
+                process.wait(max(0.0, deadline - time.perf_counter()))
+            except subprocess.TimeoutExpired:
+                raise TimeoutError(f"conformance {suite.name}: {sorted(set(running) - set(runs))} still running "
+                                   f"after {timeout_s:.0f}s") from None
+            runs[variant] = _read_run(suite, variant, folder, process.returncode, time.perf_counter() - started)
     finally:
         for process, log in running.values():
             if process.poll() is None:

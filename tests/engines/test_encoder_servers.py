@@ -9,49 +9,32 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from accel.config import Settings
 from accel.engines.embed_server import EmbeddingServerEngine, ServerEmbedRequest, decode_vector
-from accel.engines.embeddings import packaged_minilm_path
-from accel.engines.encoder_servers import EMBED, EMBED_SERVED_NAME, RERANK, RERANK_SERVED_NAME, launch_encoder
+from accel.engines.encoder_servers import EMBED_SERVED_NAME, RERANK_SERVED_NAME
 from accel.engines.errors import EngineUnavailable, InvalidRequest
 from accel.engines.llm.api_call import APICall, APIResponse
-from accel.engines.offline.reranker import build_reranker
 from accel.engines.rerank_server import RerankServerEngine
 from accel.engines.llm.server import free_port
+from tests.encoder_servers import serve
 
 pytestmark = [pytest.mark.engines, pytest.mark.slow]
 
 TEXTS = ["hello world", "what is pgvector", "a longer passage about\nvector search and rerankers", "x"]
 
 
-def _serve(role: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    running = os.environ.get(f"ACCEL_TEST_{role.upper()}_URL")
-    if running:
-        yield running.rstrip("/")
-        return
-    home = tmp_path_factory.mktemp(f"{role}-server")
-    model = str(packaged_minilm_path()) if role == "embed" else str(build_reranker(home / "rerank"))
-    handle = asyncio.run(launch_encoder(Settings(home=home), EMBED if role == "embed" else RERANK, model))
-    try:
-        yield handle.base_url
-    finally:
-        asyncio.run(handle.stop())
-
-
 @pytest.fixture(scope="module")
 def embed_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    yield from _serve("embed", tmp_path_factory)
+    yield from serve("embed", tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
 def rerank_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    yield from _serve("rerank", tmp_path_factory)
+    yield from serve("rerank", tmp_path_factory)
 
 
 def _call(url: str, body: dict) -> APICall:

@@ -9,7 +9,6 @@ ACCEL_TEST_RERANK_URL reuses a rerank server already running (local iteration).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -21,11 +20,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from accel.config import Settings
-from accel.engines.encoder_servers import EMBED_SERVED_NAME, RERANK, RERANK_SERVED_NAME, launch_encoder
+from accel.engines.encoder_servers import EMBED_SERVED_NAME, RERANK_SERVED_NAME
 from accel.engines.llm.server import ServerHandle
 from accel.engines.offline.reranker import build_reranker
 from accel.engines.stack import pid_alive
+from tests.encoder_servers import serve
 
 ACCEL = str(Path(sys.executable).with_name("accel"))
 pytestmark = [pytest.mark.engines, pytest.mark.slow]
@@ -33,16 +32,7 @@ pytestmark = [pytest.mark.engines, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def rerank_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    running = os.environ.get("ACCEL_TEST_RERANK_URL")
-    if running:
-        yield running.rstrip("/")
-        return
-    home = tmp_path_factory.mktemp("rerank-server")
-    handle = asyncio.run(launch_encoder(Settings(home=home), RERANK, str(build_reranker(home / "rerank"))))
-    try:
-        yield handle.base_url
-    finally:
-        asyncio.run(handle.stop())
+    yield from serve("rerank", tmp_path_factory)
 
 
 def test_up_starts_the_embedding_server_and_records_a_named_rerank_server(
