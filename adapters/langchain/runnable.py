@@ -28,7 +28,7 @@ import itertools
 import logging
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from contextlib import aclosing, closing, contextmanager, nullcontext
+from contextlib import aclosing, closing, contextmanager
 from typing import Any
 
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -38,7 +38,8 @@ from accel.adapters.common.errors import stock_llm_error, stock_vectordb_error
 from accel.adapters.common.explain import draw, explain_text
 from accel.adapters.langchain.capture import Capture, Step, pass_context
 from accel.adapters.langchain.runs import RunTree
-from accel.adapters.langchain.structure import peel_root
+from accel.adapters.langchain.stock_runs import END, StockRuns, adelegate, delegate, stock_anext, stock_next
+from accel.adapters.langchain.structure import peel_root, python_only
 from accel.adapters.langchain.streaming import Chunks, chat_result, stock_listener
 from accel.caller import LoopCaller, ThreadCaller
 from accel.engines.errors import EngineError
@@ -55,7 +56,7 @@ _DELEGATED = ("invoke", "batch", "stream", "transform", "batch_as_completed")
 _ADELEGATED = ("ainvoke", "abatch", "astream", "atransform", "abatch_as_completed", "astream_log", "astream_events")
 
 
-class WrappedRunnable(Runnable[Any, Any]):
+class WrappedRunnable(StockRuns, Runnable[Any, Any]):
     def __init__(self, original: Runnable, *, policy: str = "topology", disabled_passes: Iterable[str] = (), fallback: bool = True) -> None:
         from accel.session import get_session
 
@@ -90,12 +91,12 @@ class WrappedRunnable(Runnable[Any, Any]):
             self._run_as_is()
 
     def _run_as_is(self) -> None:
-        """Nothing is lowered: every entry point is the original's own (`_delegate`)."""
+        """Nothing is lowered: every entry point is the original's own (`stock_runs.delegate`)."""
         log.info("accel.wrap(%s): no engine work accel can lower; the chain runs as-is", self.name)
         for name in _DELEGATED:
-            setattr(self, name, _delegate(self, name))
+            setattr(self, name, delegate(self, name))
         for name in _ADELEGATED:
-            setattr(self, name, _adelegate(self, name))
+            setattr(self, name, adelegate(self, name))
 
     def __getattr__(self, name: str) -> Any:
         """Attributes the wrapper does not define are the original's (`steps`, `first`, ...)."""
@@ -295,7 +296,7 @@ class WrappedRunnable(Runnable[Any, Any]):
             self._may_fall_back(err, caller)
             stock = self._root.stream(input, _child(query), **kwargs)
             with closing(stock):
-                while (chunk := _stock_next(stock)) is not _END:
+                while (chunk := stock_next(stock)) is not END:
                     yield chunk
 
     async def _astream(self, inputs: AsyncIterator[Any], run_manager: Any, config: RunnableConfig, kwargs: dict[str, Any]) -> AsyncIterator[Any]:
@@ -316,46 +317,8 @@ class WrappedRunnable(Runnable[Any, Any]):
                 raise
             self._may_fall_back(err, caller)
             async with aclosing(self._root.astream(input, _child(query), **kwargs)) as stock:
-                while (chunk := await _stock_anext(stock)) is not _END:
+                while (chunk := await stock_anext(stock)) is not END:
                     yield chunk
-
-    # ---- the stock path -----------------------------------------------------------------
-
-    def _new_run(self) -> WrappedRun:
-        return WrappedRun(app=self.name, session=self._session)
-
-    def _stock(self, why: str, method: str, *args: Any, target: Any = None, captured: bool = False, **kwargs: Any) -> Any:
-        """`method` of the stock chain (the bound root, once `_bind` applied the outer
-        bindings; else `target`), logged and counted; with `captured`, its engine calls still
-        go through accel's engine schedulers (the floor)."""
-        log.info("accel.wrap(%s): %s; %s runs the stock chain", self.name, why, method)
-        self.counters[f"stock runs: {why}"] += 1
-        with wrapped_run(self._new_run()), (nullcontext() if captured else stock_call()):
-            return getattr(target or self._root, method)(*args, **kwargs)
-
-    async def _astock(self, why: str, method: str, *args: Any, target: Any = None, captured: bool = False, **kwargs: Any) -> Any:
-        log.info("accel.wrap(%s): %s; %s runs the stock chain", self.name, why, method)
-        self.counters[f"stock runs: {why}"] += 1
-        with wrapped_run(self._new_run()), (nullcontext() if captured else stock_call()):
-            return await getattr(target or self._root, method)(*args, **kwargs)
-
-    def _stock_stream(self, why: str, input: Any, config: Any, *, captured: bool = False, **kwargs: Any) -> Iterator[Any]:
-        """The stock chain's stream (with `captured`, its engine calls go through the floor)."""
-        log.info("accel.wrap(%s): %s; stream runs the stock chain", self.name, why)
-        self.counters[f"stock runs: {why}"] += 1
-        context = context_with(self._new_run())
-        step = _captured_next if captured else _stock_next
-        with closing(context.run(self._root.stream, input, config, **kwargs)) as stock:
-            while (chunk := context.run(step, stock)) is not _END:
-                yield chunk
-
-    async def _astock_stream(self, why: str, input: Any, config: Any, *, captured: bool = False, **kwargs: Any) -> AsyncIterator[Any]:
-        log.info("accel.wrap(%s): %s; astream runs the stock chain", self.name, why)
-        self.counters[f"stock runs: {why}"] += 1
-        run = self._new_run()
-        async with aclosing(self._root.astream(input, config, **kwargs)) as stock:
-            while (chunk := await _scoped_anext(run, stock, captured=captured)) is not _END:
-                yield chunk
 
     # ---- introspection ------------------------------------------------------------------
 
@@ -382,9 +345,6 @@ class WrappedRunnable(Runnable[Any, Any]):
 
     def __repr__(self) -> str:
         return f"accel.wrap({self.original!r})"
-
-
-_END = object()
 
 
 class _CallRun:
@@ -421,101 +381,11 @@ def _child(query: dict[str, Any]) -> RunnableConfig:
     return patch_config(query["config"], callbacks=query["run"].get_child())
 
 
-def _stock_next(stream: Iterator[Any]) -> Any:
-    """One step of the original chain's stream marked as a stock call (patched entry points
-    inside stay stock); the mark is not held across the yield, where the consumer runs."""
-    with stock_call():
-        return next(stream, _END)
-
-
-async def _stock_anext(stream: AsyncIterator[Any]) -> Any:
-    with stock_call():
-        return await anext(stream, _END)
-
-
-def _captured_next(stream: Iterator[Any]) -> Any:
-    """One step of the stock chain's stream whose engine calls the floor captures."""
-    return next(stream, _END)
-
-
-def _delegate(wrapped: WrappedRunnable, name: str) -> Callable[..., Any]:
-    """The original's own sync entry point `name`, inside a `WrappedRun`. Generators (stream,
-    transform, batch_as_completed) hold the scope only while they run, never across a yield."""
-    method = getattr(wrapped.original, name)
-    if name in ("stream", "transform", "batch_as_completed"):
-        def generate(*args: Any, **kwargs: Any) -> Iterator[Any]:
-            context = context_with(wrapped._new_run())
-            items = context.run(method, *args, **kwargs)
-            with closing(items):
-                while (item := context.run(_stock_next, items)) is not _END:
-                    yield item
-
-        return generate
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        with wrapped_run(wrapped._new_run()), stock_call():
-            return method(*args, **kwargs)
-
-    return call
-
-
-def _adelegate(wrapped: WrappedRunnable, name: str) -> Callable[..., Any]:
-    method = getattr(wrapped.original, name)
-    if name in ("ainvoke", "abatch"):
-        async def call(*args: Any, **kwargs: Any) -> Any:
-            with wrapped_run(wrapped._new_run()), stock_call():
-                return await method(*args, **kwargs)
-
-        return call
-
-    async def generate(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        run = wrapped._new_run()
-        async with aclosing(method(*args, **kwargs)) as items:  # nothing runs until iterated
-            while (item := await _scoped_anext(run, items)) is not _END:
-                yield item
-
-    return generate
-
-
-async def _scoped_anext(run: WrappedRun, items: AsyncIterator[Any], *, captured: bool = False) -> Any:
-    """One step of a stock async stream inside `run` (the scope is not held across yields);
-    with `captured`, its engine calls go through the floor."""
-    with wrapped_run(run), (nullcontext() if captured else stock_call()):
-        return await anext(items, _END)
-
-
 def _fallback_event(app: str, err: EngineError) -> None:
     """An `accel.fallback` event on the current OpenTelemetry span."""
     from opentelemetry import trace
 
     trace.get_current_span().add_event("accel.fallback", {"accel.app": app, "accel.engine": err.engine, "accel.cause": err.cause})
-
-
-def python_only(runnable: Any) -> bool:
-    """Whether `runnable` is plain Python (lambdas, passthroughs, picks, prompts, parsers) put
-    together by sequences, parallels, assigns and branches. A capture lowers engine work only
-    from a model or a retriever, so such a chain has none: wrapping it needs no capture, which
-    costs more than the chain's own call (ACCEL_AUTO wraps each new chain at its first call)."""
-    from langchain_core.output_parsers import BaseOutputParser
-    from langchain_core.prompts import BasePromptTemplate
-    from langchain_core.runnables import RunnableBranch, RunnableLambda, RunnableParallel, RunnablePassthrough, RunnableSequence
-    from langchain_core.runnables.passthrough import RunnableAssign, RunnablePick
-
-    def plain(part: Any) -> bool:
-        kind = type(part)
-        if isinstance(part, RunnableSequence):
-            parts = part.steps
-        elif kind is RunnableParallel:
-            parts = list(part.steps__.values())
-        elif kind is RunnableAssign:
-            parts = list(part.mapper.steps__.values())
-        elif kind is RunnableBranch:
-            parts = [*(p for branch in part.branches for p in branch), part.default]
-        else:
-            return kind in (RunnableLambda, RunnablePassthrough, RunnablePick) or isinstance(part, (BasePromptTemplate, BaseOutputParser))
-        return all(plain(p) for p in parts)
-
-    return plain(runnable)
 
 
 def _capture(original: Runnable, session: Any, disabled_passes: tuple[str, ...]) -> tuple[Capture, Any, Any]:

@@ -68,3 +68,30 @@ def has_own_batch(runnable: Any) -> bool:
         return False
     cls = type(runnable)
     return cls.batch is not Runnable.batch or cls.abatch is not Runnable.abatch
+
+
+def python_only(runnable: Any) -> bool:
+    """Whether `runnable` is plain Python (lambdas, passthroughs, picks, prompts, parsers) put
+    together by sequences, parallels, assigns and branches. A capture lowers engine work only
+    from a model or a retriever, so such a chain has none: wrapping it needs no capture, which
+    costs more than the chain's own call (ACCEL_AUTO wraps each new chain at its first call)."""
+    from langchain_core.output_parsers import BaseOutputParser
+    from langchain_core.prompts import BasePromptTemplate
+    from langchain_core.runnables import RunnableBranch, RunnableLambda, RunnableParallel, RunnablePassthrough, RunnableSequence
+    from langchain_core.runnables.passthrough import RunnableAssign, RunnablePick
+
+    def plain(part: Any) -> bool:
+        kind = type(part)
+        if isinstance(part, RunnableSequence):
+            parts = part.steps
+        elif kind is RunnableParallel:
+            parts = list(part.steps__.values())
+        elif kind is RunnableAssign:
+            parts = list(part.mapper.steps__.values())
+        elif kind is RunnableBranch:
+            parts = [*(p for branch in part.branches for p in branch), part.default]
+        else:
+            return kind in (RunnableLambda, RunnablePassthrough, RunnablePick) or isinstance(part, (BasePromptTemplate, BaseOutputParser))
+        return all(plain(p) for p in parts)
+
+    return plain(runnable)

@@ -14,7 +14,7 @@ from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnableBranch, RunnableLambda, RunnableParallel, RunnablePassthrough
 
 import accel
-from accel.adapters.langchain.runnable import python_only
+from accel.adapters.langchain.structure import python_only
 
 PROMPT = ChatPromptTemplate.from_template("Q: {question}")
 CHAINS = {
