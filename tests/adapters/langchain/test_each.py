@@ -134,8 +134,11 @@ def test_max_concurrency_caps_the_items_in_flight_as_stock(chat_model, llm_proxy
     llm_proxy.recorder.take()
     assert fast.invoke(items, config=capped) == expected
     assert len([r for r in llm_proxy.recorder.requests if r.path.endswith("/chat/completions")]) == len(items)
-    assert llm_proxy.recorder.most_in_flight == 2
+    # the cap holds; whether two items overlap at the server depends on the machine's load (a
+    # busy one finished each 48-token answer before the next arrived: `== 2` failed there), so
+    # running side by side up to the cap is the virtual-clock test's (tests/core/runtime/test_expand_each.py)
+    assert 1 <= llm_proxy.recorder.most_in_flight <= 2
     llm_proxy.recorder.take()
     assert asyncio.run(fast.ainvoke(items, config=capped)) == expected
-    assert llm_proxy.recorder.most_in_flight == 2
+    assert 1 <= llm_proxy.recorder.most_in_flight <= 2
     assert fast.invoke(items) == expected  # uncapped: as many at once as the engine scheduler admits
