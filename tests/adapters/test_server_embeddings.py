@@ -2,7 +2,8 @@
 all-MiniLM-L6-v2): a stock LangChain RAG chain (`OpenAIEmbeddings` under a PGVector retriever)
 and a stock LlamaIndex query engine (`OpenAILikeEmbedding`, PGVectorStore), wrapped unchanged,
 answer what stock answers, embed to the same vectors, and send far fewer requests to the
-embedding server under concurrent queries (counted at a recording proxy in front of it).
+embedding server under concurrent queries (counted at a recording proxy in front of it). The
+server is the session's (`embed_url`, tests/conftest.py).
 
 ACCEL_TEST_EMBED_URL reuses an embedding server already running (local iteration).
 """
@@ -24,7 +25,7 @@ from accel.engines.offline.corpus import stdlib_docs
 from accel.scope import WrappedRun, wrapped_run
 from accel.session import get_session
 from accel.testing.proxy import RecordingProxy
-from tests.encoder_servers import serve
+from tests.encoder_servers import embed_url  # noqa: F401  (the session's server; importable from here)
 
 pytestmark = [pytest.mark.engines, pytest.mark.slow]
 
@@ -32,11 +33,6 @@ TINY = "tiny"
 CONCURRENT = 16
 QUESTIONS = [f"{verb} {topic}?" for verb in ("How do I use", "What is", "Why would I call", "Explain")
              for topic in ("json.loads", "heapq.heappush", "textwrap.fill", "functools.partial")]
-
-
-@pytest.fixture(scope="module")
-def embed_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    yield from serve("embed", tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

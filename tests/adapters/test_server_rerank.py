@@ -4,7 +4,8 @@ query engine (`OpenAILikeEmbedding`, `CohereRerank` postprocessor), wrapped unch
 what stock answers and ranks the same nodes, with scores equal to float32 rounding (vLLM-CPU's
 scores move in the 8th digit with batch composition, stock's too); under 16 concurrent queries
 it sends at most a quarter of stock's requests to the rerank server. LangChain's `CohereRerank`
-cannot talk to vLLM (stock fails); wrapped, it fails the same way.
+cannot talk to vLLM (stock fails); wrapped, it fails the same way. The servers are the session's
+(`embed_url`, `rerank_url`, tests/conftest.py).
 
 ACCEL_TEST_EMBED_URL / ACCEL_TEST_RERANK_URL reuse servers already running (local iteration).
 """
@@ -22,18 +23,13 @@ import accel
 from accel.adapters.common import floor
 from accel.engines.encoder_servers import RERANK_SERVED_NAME
 from accel.testing.proxy import RecordingProxy
-from tests.encoder_servers import serve
+from tests.encoder_servers import rerank_url  # noqa: F401  (the session's server; importable from here)
 
-from .test_server_embeddings import (  # noqa: F401  (module fixtures, one server of each kind per module)
+from .test_server_embeddings import (  # noqa: F401  (module fixtures; the servers are the session's)
     CONCURRENT, QUESTIONS, TINY, doc_texts, embed_proxy, embed_url, lc_embeddings, li_embed_model)
 
 pytest.importorskip("cohere", reason="needs cohere")
 pytestmark = [pytest.mark.engines, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def rerank_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    yield from serve("rerank", tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -2,14 +2,14 @@
 embedding model, the offline cross-encoder for /score and /rerank): merged requests return
 what each request returns alone, requests of many callers become few, errors are typed.
 
-ACCEL_TEST_EMBED_URL / ACCEL_TEST_RERANK_URL reuse servers already running (local iteration).
+The servers are the session's (`embed_url`, `rerank_url`, tests/conftest.py; ACCEL_TEST_EMBED_URL /
+ACCEL_TEST_RERANK_URL reuse servers already running).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -20,21 +20,10 @@ from accel.engines.errors import EngineUnavailable, InvalidRequest
 from accel.engines.llm.api_call import APICall, APIResponse
 from accel.engines.rerank_server import RerankServerEngine
 from accel.engines.llm.server import free_port
-from tests.encoder_servers import serve
 
 pytestmark = [pytest.mark.engines, pytest.mark.slow]
 
 TEXTS = ["hello world", "what is pgvector", "a longer passage about\nvector search and rerankers", "x"]
-
-
-@pytest.fixture(scope="module")
-def embed_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    yield from serve("embed", tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def rerank_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    yield from serve("rerank", tmp_path_factory)
 
 
 def _call(url: str, body: dict) -> APICall:

@@ -4,7 +4,8 @@ ACCEL_RERANK_BASE_URL is recorded and left alone, the doctor checks both with a 
 `down` stops what `up` started only. The LLM server and Postgres are
 named by URL, so only the encoders start here.
 
-ACCEL_TEST_RERANK_URL reuses a rerank server already running (local iteration).
+The rerank server is the session's (`rerank_url`, tests/conftest.py; ACCEL_TEST_RERANK_URL reuses
+one already running): `down` must leave it serving, which the test checks.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -24,15 +25,9 @@ from accel.engines.encoder_servers import EMBED_SERVED_NAME, RERANK_SERVED_NAME
 from accel.engines.llm.server import ServerHandle
 from accel.engines.offline.reranker import build_reranker
 from accel.engines.stack import pid_alive
-from tests.encoder_servers import serve
 
 ACCEL = str(Path(sys.executable).with_name("accel"))
 pytestmark = [pytest.mark.engines, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def rerank_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    yield from serve("rerank", tmp_path_factory)
 
 
 def test_up_starts_the_embedding_server_and_records_a_named_rerank_server(
