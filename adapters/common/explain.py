@@ -3,9 +3,26 @@ passes applied and the resulting e-graph."""
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
+
+log = logging.getLogger("accel.adapters")
+lost_lowerings: Counter[tuple[str, str]] = Counter()
+"""Captures that left a lowerable component on the floor, per (component, reason)."""
+_lost_lock = threading.Lock()
+
+
+def lost_lowering(component: str, why: str) -> None:
+    """A component accel lowers but for one of its options (`why`): it runs as-is, its engine
+    calls going through the floor. Counted per reason, logged the first time."""
+    with _lost_lock:
+        lost_lowerings[(component, why)] += 1
+        first = lost_lowerings[(component, why)] == 1
+    if first:
+        log.info("%s is not lowered (its engine calls still go through the floor): %s", component, why)
 
 
 def explain_text(title: str, steps: Iterable[Any], template: Any) -> str:

@@ -1,12 +1,13 @@
 """Engine bindings for encoder servers: one shared embedding or rerank engine per server.
 
 Every client of one server (LangChain `OpenAIEmbeddings`, LlamaIndex `OpenAIEmbedding`, in any
-number of apps) reaches the same engine, so their requests are merged across queries.
+number of apps) reaches the same engine, so their requests are merged across queries: the
+floor's captured requests and the lowered Embed nodes' `ServerEmbedRequest`s alike.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from accel.adapters.common.bindings import EngineSpec
 from accel.engines.base import Engine
@@ -54,3 +55,54 @@ def rerank_server(base_url: str, model: str, api_key: str = "EMPTY") -> EngineSp
         return EngineLimits(max_batch_size=RERANK_PAIRS_PER_RUN)
 
     return EngineSpec("rerank", ("server", root, model, api_key), make, limits())
+
+
+HOSTED_HOSTS = ("api.openai.com",)
+"""Hosted APIs: their clients are left alone (the floor does not route them either)."""
+
+EMBED_FIELDS = frozenset({"model", "dimensions", "encoding_format", "user"})
+"""Request fields beside `input` a lowered Embed reproduces; others (`extra_body`,
+`extra_headers`, `timeout`, ...) keep the client on the floor."""
+
+
+def openai_embed_engine(*clients: Any) -> EngineSpec | str:
+    """The embedding engine for `openai.OpenAI` / `AsyncOpenAI` clients of one server, or why
+    a lowered Embed could not send their requests: an Embed request carries the body fields
+    and the bearer key only, so a client with headers or query parameters of its own (default
+    headers, an organization or project, a custom httpx client, a key provider) or a hosted
+    API stays on the floor, where its own request is sent."""
+    import openai
+
+    roots, keys = set(), set()
+    for client in clients:
+        if type(client) not in (openai.OpenAI, openai.AsyncOpenAI):
+            return f"its client is a {type(client).__name__}, not a plain OpenAI client"
+        if type(client._client).__name__ not in ("SyncHttpxClientWrapper", "AsyncHttpxClientWrapper"):
+            return "its client has an httpx client of its own"
+        if client._custom_headers or client._custom_query or client.organization or client.project:
+            return "its client sends headers or query parameters of its own"
+        if getattr(client, "_api_key_provider", None) is not None or not isinstance(client.api_key, str):
+            return "its API key comes from a provider function"
+        if client.base_url.host in HOSTED_HOSTS:
+            return f"a hosted API ({client.base_url.host})"
+        roots.add(str(client.base_url).rstrip("/"))
+        keys.add(client.api_key)
+    if len(roots) != 1 or len(keys) != 1:
+        return "its sync and async clients reach different servers or keys"
+    return embed_server(roots.pop(), keys.pop())
+
+
+def embed_params(fields: dict[str, Any]) -> tuple[tuple[str, Any], ...] | str:
+    """The `ServerEmbedRequest.params` of a client whose `embeddings.create` gets `fields`
+    (model, dimensions, ...; not `input`), or why they are not reproduced. The SDK asks for
+    base64 when no `encoding_format` is given and decodes it, as the engine does; an explicit
+    "base64" is handed to the caller undecoded, so it stays on the floor."""
+    extra = sorted(set(fields) - EMBED_FIELDS)
+    if extra:
+        return f"request options {extra} are not lowered"
+    if any(value is None for value in fields.values()):
+        return "a request field set to None"
+    body = {"encoding_format": "base64", **fields}
+    if body["encoding_format"] not in ("base64", "float") or fields.get("encoding_format") == "base64":
+        return f"encoding_format={body['encoding_format']!r} is handed back undecoded"
+    return tuple(sorted(body.items()))

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from accel.engines.base import Generation, SamplingParams, SearchHit, TableLayout, VectorQuery
+from accel.engines.embed_server import ServerEmbedRequest
 from accel.engines.embeddings import EmbedRequest
+from accel.engines.errors import InvalidRequest
 
 # ---- opaque framework code ---------------------------------------------------------------
 
@@ -156,27 +158,40 @@ def assign_merge(value: Any, mapped: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class EmbedTextsOp:
-    """Embed: one request per distinct text of `values[port]` (HuggingFaceEmbeddings replaces
-    newlines by spaces first); the value lists one vector per input text. Identical texts of
-    one query are embedded once. A plain string is treated as a one-text list."""
+    """Embed: one request per distinct text of `values[port]`; the value lists one vector per
+    input text. Identical texts of one query are embedded once. A plain string is treated as a
+    one-text list. HuggingFaceEmbeddings replaces newlines by spaces first; a server client
+    (`server`: the fields its requests carry beside `input`, OpenAIEmbeddings) sends the
+    text as it is."""
 
     port: str
     normalize: bool = False
     single: bool = False
     elementwise: bool = True
+    server: tuple[tuple[str, Any], ...] | None = None
 
     def _texts(self, values: dict[str, Any]) -> list[Any]:
         texts = values[self.port]
-        return [texts] if self.single else list(texts)
+        return [self._sent(t) for t in ([texts] if self.single else list(texts))]
 
-    def requests(self, values: dict[str, Any]) -> list[EmbedRequest]:
-        unique = dict.fromkeys(_clean(t) for t in self._texts(values))
+    def _sent(self, text: Any) -> Any:
+        """The text as the client sends it."""
+        if self.server is None:
+            return _clean(text)
+        if not isinstance(text, str):  # the stock client's request would not be a text's
+            raise InvalidRequest("embed-server", f"cannot embed a {type(text).__name__}", "pass the query as a str")  # stock answers
+        return text
+
+    def requests(self, values: dict[str, Any]) -> list[EmbedRequest | ServerEmbedRequest]:
+        unique = dict.fromkeys(self._texts(values))
+        if self.server is not None:
+            return [ServerEmbedRequest(text, self.server) for text in unique]
         return [EmbedRequest(text, normalize=self.normalize) for text in unique]
 
     def output(self, values: dict[str, Any], results: list[list[float]]) -> Any:
-        unique = list(dict.fromkeys(_clean(t) for t in self._texts(values)))
-        by_text = dict(zip(unique, results, strict=True))
-        vectors = [by_text[_clean(t)] for t in self._texts(values)]
+        texts = self._texts(values)
+        by_text = dict(zip(dict.fromkeys(texts), results, strict=True))
+        vectors = [by_text[t] for t in texts]
         return vectors[0] if self.single else vectors
 
 

@@ -2,8 +2,11 @@
 Rerank, multi-query expansion -> Decode (lines) feeding Embed + Search per generated query.
 
 Only configurations whose stock behaviour the primitives reproduce exactly are lowered
-(similarity search on langchain-postgres PGVector with HuggingFaceEmbeddings, CrossEncoderReranker
-over HuggingFaceCrossEncoder); the rest run as-is.
+(similarity search on langchain-postgres PGVector with HuggingFaceEmbeddings or a server's
+OpenAIEmbeddings, CrossEncoderReranker over HuggingFaceCrossEncoder); the rest run as-is (their
+engine calls still captured by the floor). A server embedding that could be lowered but for
+one of its options is a lowering lost (`explain.lost_lowering`): logged and counted per reason,
+and shown as opaque in `explain()`.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from typing import Any
 from accel.adapters.common import bindings
 from accel.adapters.common.bindings import EngineSpec
 from accel.adapters.common.classes import is_exactly, loaded_class
+from accel.adapters.common.explain import lost_lowering
+from accel.adapters.common.server_encoders import embed_params, openai_embed_engine
 from accel.adapters.langchain.ops import EmbedTextsOp, RerankOp, SearchOp, unique_union
 from accel.adapters.langchain.tables import pgvector_collection
 from accel.engines.base import TableLayout
@@ -27,6 +32,8 @@ _CPU_ONLY = ({}, {"device": "cpu"})
 class VectorPlan:
     embed: EngineSpec
     normalize: bool
+    server: tuple[tuple[str, Any], ...] | None
+    """The request fields of a server embedding client (None: sentence-transformers)."""
     store: EngineSpec
     collection: TableLayout
     k: int
@@ -35,6 +42,10 @@ class VectorPlan:
     unsupported: dict[str, str]
     """Entry kinds ("sync", "async") the store's own search refuses, with why: a PGVector made
     without `async_mode` raises on async calls and one made with it on sync calls."""
+
+    @property
+    def embed_label(self) -> str:
+        return "Embed" if self.server is None else f"Embed (server {dict(self.server)['model']})"
 
 
 def lower_retriever(cap: Any, retriever: Any, x: Ref) -> Ref:
@@ -45,7 +56,7 @@ def lower_retriever(cap: Any, retriever: Any, x: Ref) -> Ref:
     multi_cls = loaded_class("langchain_classic.retrievers.multi_query", "MultiQueryRetriever")
     if vector_cls is not None and type(retriever) is vector_cls:
         plan = vector_plan(retriever)
-        cap.note(retriever, True, f"Embed + Search {plan.collection} k={plan.k}")
+        cap.note(retriever, True, f"{plan.embed_label} + Search {plan.collection} k={plan.k}")
         return search(cap, plan, x, many=False)
     if compression_cls is not None and type(retriever) is compression_cls:
         return compression(cap, retriever, x)
@@ -74,7 +85,7 @@ def vector_plan(retriever: Any) -> VectorPlan:
     if metric is None:
         raise Opaque(f"distance strategy {store._distance_strategy!r}")
     engine = store._engine if store._engine is not None else store._async_engine
-    embed, normalize = embedder_plan(store.embeddings)
+    embed, normalize, server = embedder_plan(store.embeddings)
     unsupported = {}
     if store._async_engine is None:
         unsupported["async"] = f"PGVector {store.collection_name!r} is sync-only (async_mode=False): stock's async search raises"
@@ -83,6 +94,7 @@ def vector_plan(retriever: Any) -> VectorPlan:
     return VectorPlan(
         embed=embed,
         normalize=normalize,
+        server=server,
         store=bindings.pgvector(bindings.libpq_dsn(engine.url)),
         collection=pgvector_collection(store.collection_name),
         k=int(retriever.search_kwargs.get("k", 4)),
@@ -92,10 +104,15 @@ def vector_plan(retriever: Any) -> VectorPlan:
     )
 
 
-def embedder_plan(embeddings: Any) -> tuple[EngineSpec, bool]:
-    """HuggingFaceEmbeddings on a local sentence-transformers model, default encode options."""
+def embedder_plan(embeddings: Any) -> tuple[EngineSpec, bool, tuple[tuple[str, Any], ...] | None]:
+    """HuggingFaceEmbeddings on a local sentence-transformers model, default encode options;
+    or OpenAIEmbeddings on a server (`server_plan`). Returns the engine, the normalisation and
+    the server request fields."""
     from accel.adapters.langchain.capture import Opaque
 
+    server_cls = loaded_class("langchain_openai.embeddings.base", "OpenAIEmbeddings")
+    if server_cls is not None and type(embeddings) is server_cls:
+        return server_plan(embeddings)
     classes = tuple(c for c in (loaded_class("langchain_huggingface.embeddings.huggingface", "HuggingFaceEmbeddings"),
                                 loaded_class("langchain_community.embeddings.huggingface", "HuggingFaceEmbeddings")) if c)
     if not classes or not isinstance(embeddings, classes):
@@ -105,13 +122,40 @@ def embedder_plan(embeddings: Any) -> tuple[EngineSpec, bool]:
     options = getattr(embeddings, "query_encode_kwargs", None) or embeddings.encode_kwargs
     if set(options) - {"normalize_embeddings", "batch_size"}:
         raise Opaque(f"encode options {sorted(options)} are not lowered")
-    return bindings.embedder(str(embeddings.model_name)), bool(options.get("normalize_embeddings", False))
+    return bindings.embedder(str(embeddings.model_name)), bool(options.get("normalize_embeddings", False)), None
+
+
+def server_plan(embeddings: Any) -> tuple[EngineSpec, bool, tuple[tuple[str, Any], ...]]:
+    """OpenAIEmbeddings whose query request an Embed node sends exactly: `embed_query(text)`
+    is `client.create(input=[text], **_invocation_params)` (one text is within any
+    `chunk_size`), the text as it is. With `check_embedding_ctx_length` (the default) the client
+    tokenizes with tiktoken and sends token ids, chunked and averaged per text: that stays on
+    the floor, where the client's own request is sent."""
+    from accel.adapters.langchain.capture import Opaque
+
+    bound = _server_binding(embeddings)
+    if isinstance(bound, str):
+        lost_lowering(type(embeddings).__name__, bound)
+        raise Opaque(f"embeddings {type(embeddings).__name__} stay on the floor: {bound}")
+    return bound[0], False, bound[1]
+
+
+def _server_binding(embeddings: Any) -> tuple[EngineSpec, tuple[tuple[str, Any], ...]] | str:
+    if embeddings.check_embedding_ctx_length:
+        return "check_embedding_ctx_length=True: the client sends its own tiktoken token ids"
+    if embeddings.client is None or embeddings.async_client is None:
+        return "its API key is a provider function"
+    spec = openai_embed_engine(getattr(embeddings.client, "_client", None), getattr(embeddings.async_client, "_client", None))
+    if isinstance(spec, str):
+        return spec
+    params = embed_params(dict(embeddings._invocation_params))
+    return params if isinstance(params, str) else (spec, params)
 
 
 def search(cap: Any, plan: VectorPlan, query: Ref, *, many: bool) -> Ref:
     cap.unsupported_entries.update(plan.unsupported)
     embed = cap.add(Kind.EMBED, "embed", engine=cap.engine(plan.embed), inputs={"texts": query},
-                    op=EmbedTextsOp("texts", normalize=plan.normalize, single=not many, elementwise=many),
+                    op=EmbedTextsOp("texts", normalize=plan.normalize, single=not many, elementwise=many, server=plan.server),
                     attrs={"batchable": many})
     op = SearchOp("vectors", plan.collection, plan.k, plan.metric, plan.filter, single=not many, elementwise=many)
     return cap.add(Kind.SEARCH, "search", engine=cap.engine(plan.store), inputs={"vectors": embed}, op=op, attrs={"batchable": many})
@@ -158,5 +202,5 @@ def multi_query(cap: Any, retriever: Any, x: Ref) -> Ref:
         inputs["original"] = search(cap, plan, x, many=False)
         original = cap.open_run("retriever", retriever.retriever, x, None, after=each.id)
         cap.close_run(original, inputs["original"])
-    cap.note(retriever, True, f"generated queries -> Embed + Search {plan.collection} k={plan.k} each, unique union")
+    cap.note(retriever, True, f"generated queries -> {plan.embed_label} + Search {plan.collection} k={plan.k} each, unique union")
     return cap.fn("unique_union", unique_union, **inputs)

@@ -13,7 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from accel.adapters.common.bindings import EngineSpec, embedder, libpq_dsn, openai_server, pgvector, reranker
+from accel.adapters.common.explain import lost_lowering
+from accel.adapters.common.server_encoders import embed_params, openai_embed_engine
 from accel.engines.base import SamplingParams, SearchHit, TableLayout, VectorQuery
+from accel.engines.embed_server import ServerEmbedRequest
 from accel.engines.embeddings import EmbedRequest
 
 
@@ -111,6 +114,47 @@ def bind_embedding(embed_model: Any) -> EmbedBinding | Unbound:
     prompts = model.prompts or {}
     return EmbedBinding(embedder(str(embed_model.model_name)), bool(embed_model.normalize),
                         prompts.get("query") or None, prompts.get("text") or None, int(embed_model.embed_batch_size))
+
+
+SERVER_EMBEDDINGS = {"OpenAIEmbedding": "llama_index.embeddings.openai.base",
+                     "OpenAILikeEmbedding": "llama_index.embeddings.openai_like.base"}
+
+
+@dataclass(frozen=True)
+class ServerEmbedBinding:
+    """A server's embeddings (OpenAIEmbedding / OpenAILikeEmbedding with an `api_base`) for a
+    retriever's queries: `get_query_embedding(q)` is `create(input=[q with newlines replaced
+    by spaces], model=<query engine>, **additional_kwargs)`, which `query_request` is."""
+
+    engine: EngineSpec
+    params: tuple[tuple[str, Any], ...]
+
+    def query_request(self, text: str) -> ServerEmbedRequest:
+        return ServerEmbedRequest(text.replace("\n", " "), self.params)
+
+
+def bind_query_embedding(embed_model: Any) -> EmbedBinding | ServerEmbedBinding | Unbound:
+    """The embedding of a retriever's queries: HuggingFaceEmbedding (`bind_embedding`), or a
+    server's OpenAI-style client. Texts (ingestion) are not lowered for the latter: the
+    client's own `embed_batch_size` requests go through the floor."""
+    name = _class_name(embed_model)
+    if SERVER_EMBEDDINGS.get(name) != type(embed_model).__module__:
+        return bind_embedding(embed_model)
+    bound = _server_binding(embed_model)
+    if isinstance(bound, str):
+        lost_lowering(name, bound)
+        return Unbound(name, f"stays on the floor: {bound}")
+    return bound
+
+
+def _server_binding(embed_model: Any) -> ServerEmbedBinding | str:
+    if getattr(embed_model, "embeddings_cache", None) is not None:
+        return "an embeddings cache is run as-is"
+    spec = openai_embed_engine(embed_model._get_client(), embed_model._get_aclient())
+    if isinstance(spec, str):
+        return spec
+    params = embed_params({"model": embed_model._query_engine, **embed_model.additional_kwargs})
+    return params if isinstance(params, str) else ServerEmbedBinding(spec, params)
 
 
 def _default_max_seq_length(model_name: str) -> int | None:

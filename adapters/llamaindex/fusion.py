@@ -24,7 +24,7 @@ from accel.ir import CallOp, GraphBuilder, ItemsOp, Kind, Ref
 from accel.registry import EngineRegistry
 
 from . import events
-from .bindings import Unbound, bind_embedding, bind_llm, bind_vector_store
+from .bindings import Unbound, bind_llm, bind_query_embedding, bind_vector_store
 from .query_lines import QueryLinesOp, query_prompt
 
 def is_fusion(retriever: Any) -> bool:
@@ -42,7 +42,7 @@ def lower_fusion(b: GraphBuilder, retriever: Any, query: Ref, session: EngineReg
     for sub in retriever._retrievers:
         if type(sub) is not VectorIndexRetriever or not sub._needs_embedding():
             return Unbound("QueryFusionRetriever", f"sub-retriever {type(sub).__name__} is not a dense VectorIndexRetriever")
-        embed, search = bind_embedding(sub._embed_model), bind_vector_store(sub._vector_store, sub)
+        embed, search = bind_query_embedding(sub._embed_model), bind_vector_store(sub._vector_store, sub)
         for binding in (embed, search):
             if isinstance(binding, Unbound):
                 return Unbound("QueryFusionRetriever", f"sub-retriever: {binding.component}: {binding.reason}")

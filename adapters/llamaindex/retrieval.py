@@ -18,7 +18,7 @@ from accel.ir import CallOp, GraphBuilder, ItemsOp, Kind, Ref
 from accel.registry import EngineRegistry
 
 from . import events
-from .bindings import Unbound, bind_embedding, bind_reranker, bind_vector_store, hits_to_result
+from .bindings import Unbound, bind_query_embedding, bind_reranker, bind_vector_store, hits_to_result
 from .fusion import is_fusion, lower_fusion
 from .prompts import QUERY_PORT
 
@@ -88,7 +88,7 @@ def _lower_embed(plan: RetrievalPlan, b: GraphBuilder, query: Ref, session: Engi
     """The query's vector; the retriever's `retrieve` span opens here, the first node."""
     retriever = plan.retriever
     embed_model = retriever._embed_model
-    binding = bind_embedding(embed_model)
+    binding = bind_query_embedding(embed_model)
     if isinstance(binding, Unbound):
         plan.opaque.append(binding)
 
