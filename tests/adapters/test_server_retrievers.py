@@ -170,6 +170,25 @@ def test_langchain_float_encoding_is_lowered_with_stocks_vectors(pg_dsn: str, lc
     assert {r.body["encoding_format"] for r in stock_requests} == {"float"}
 
 
+def test_langchain_multi_query_over_server_embeddings_embeds_each_generated_query(
+        pg_dsn: str, lc_collection: str, lc_embeddings: Any, llm_proxy: RecordingProxy, embed_proxy: RecordingProxy) -> None:
+    from langchain_classic.retrievers.multi_query import MultiQueryRetriever
+    from langchain_openai import ChatOpenAI
+
+    model = ChatOpenAI(base_url=llm_proxy.url + "/v1", api_key="EMPTY", model=TINY, temperature=0, max_tokens=24)
+    retriever = MultiQueryRetriever.from_llm(retriever=lc_retriever(pg_dsn, lc_collection, lc_embeddings, k=2), llm=model,
+                                             include_original=True)
+    fast = accel.wrap(retriever)
+    assert f"generated queries -> Embed (server {EMBED_SERVED_NAME}) + Search" in fast.explain(), fast.explain()
+    for question in QUESTIONS[:2]:
+        embedding_requests(embed_proxy)
+        stock = retriever.invoke(question)
+        stock_requests = embedding_requests(embed_proxy)
+        assert lc_docs(fast.invoke(question)) == lc_docs(stock)
+        # identical generated lines of one query are embedded once (stock embeds each again)
+        assert sorted(set(sent_inputs(embedding_requests(embed_proxy)))) == sorted(set(sent_inputs(stock_requests)))
+
+
 @pytest.fixture()
 def byte_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
     """tiktoken's encodings cannot be downloaded here (stock would fail); a byte-level encoding
@@ -329,6 +348,25 @@ def test_llamaindex_query_engine_lowers_the_server_embedding(li_index: Any, llm_
     stock_bodies = [r.body for r in embedding_requests(embed_proxy)]
     assert str(fast.query(NEWLINE_QUESTION)) == stock
     assert [r.body for r in embedding_requests(embed_proxy)] == stock_bodies
+
+
+def test_llamaindex_fusion_over_server_embeddings_embeds_each_generated_query(
+        li_index: Any, llm_proxy: RecordingProxy, embed_proxy: RecordingProxy) -> None:
+    from llama_index.core.retrievers import QueryFusionRetriever
+    from llama_index.llms.openai_like import OpenAILike
+
+    llm = OpenAILike(model=TINY, api_base=llm_proxy.url + "/v1", api_key="EMPTY", max_tokens=32, temperature=0.0,
+                     context_window=2048, is_chat_model=False)
+    fusion = QueryFusionRetriever([li_index.as_retriever(similarity_top_k=3)], llm=llm, num_queries=3, similarity_top_k=3,
+                                  use_async=False)
+    fast = accel.wrap(fusion)
+    assert "batched Embed/Search per sub-retriever" in fast.explain(), fast.explain()
+    for question in QUESTIONS[:2]:
+        embedding_requests(embed_proxy)
+        stock = fusion.retrieve(question)
+        stock_requests = embedding_requests(embed_proxy)
+        assert li_nodes(fast.retrieve(question)) == li_nodes(stock)
+        assert sent_inputs(embedding_requests(embed_proxy)) == sent_inputs(stock_requests)
 
 
 def test_llamaindex_client_with_own_headers_stays_on_the_floor_and_stock_equal(
