@@ -73,15 +73,14 @@ class CapacityProbe:
     only batch 1 (the LLM's reference) and the best size found."""
 
     def __init__(self, spec: ExampleSpec, stack: Any, questions: Sequence[str], chunks: Sequence[str]) -> None:
-        from sentence_transformers import CrossEncoder, SentenceTransformer
+        from .encoders import encoders_for
 
         self.spec, self.stack = spec, stack
         self.best: dict[str, int] = {}
         self.texts = [questions[i % len(questions)] for i in range(max(TEXT_SIZES))]
         self.pairs = [(questions[i % len(questions)], chunks[i % len(chunks)]) for i in range(max(TEXT_SIZES))]
         self.prompt = " ".join(chunks[:3]) + f"\nQuestion: {questions[0]}\nAnswer:"
-        self.embedder = SentenceTransformer(stack.embed_model, device="cpu") if spec.embed_batch else None
-        self.reranker = CrossEncoder(stack.rerank_model, device="cpu") if spec.rerank_pairs else None
+        self.encoders = encoders_for(stack, embed=bool(spec.embed_batch), rerank=bool(spec.rerank_pairs))
 
     def _sizes(self, engine: str, all_sizes: Sequence[int]) -> Sequence[int]:
         best = self.best.get(engine)
@@ -90,14 +89,14 @@ class CapacityProbe:
     def work(self, llm_s_per_query: float, progress: Progress = lambda _: None) -> list[EngineWork]:
         """Each engine's work per query at its best measured batch size, measured now."""
         work: list[EngineWork] = []
-        embedder, reranker = self.embedder, self.reranker
-        if embedder is not None:
+        encoders = self.encoders
+        if self.spec.embed_batch:
             progress("capacity bound: embedder throughput vs batch size")
-            size, rate = best_of(text_throughputs(lambda b: embedder.encode(self.texts[:b]), self._sizes("embed", TEXT_SIZES)))
+            size, rate = best_of(text_throughputs(lambda b: encoders.embed(self.texts[:b]), self._sizes("embed", TEXT_SIZES)))
             work.append(EngineWork("embed", self.spec.embed_batch, "texts", rate, size))
-        if reranker is not None:
+        if self.spec.rerank_pairs:
             progress("capacity bound: reranker throughput vs batch size")
-            size, rate = best_of(text_throughputs(lambda b: reranker.predict(self.pairs[:b]), self._sizes("rerank", TEXT_SIZES)))
+            size, rate = best_of(text_throughputs(lambda b: encoders.rerank(self.pairs[:b]), self._sizes("rerank", TEXT_SIZES)))
             work.append(EngineWork("rerank", self.spec.rerank_pairs, "pairs", rate, size))
         progress("capacity bound: LLM throughput vs batch size")
         speedups = asyncio.run(llm_speedups(self.stack.openai_base_url, self.stack.model, self.prompt, self.stack.max_tokens,

@@ -18,7 +18,7 @@ import httpx
 
 from accel.engines.errors import InvalidRequest
 
-from . import bounds, metrics, prompt_cache, spread
+from . import bounds, encoder_requests, metrics, prompt_cache, spread, twin_run
 from .apps import example
 from .capacity_profile import CapacityProbe
 from .drivers import driver_for
@@ -45,6 +45,7 @@ class BenchConfig:
     seed: int = 0
     modules: tuple[str, ...] = DEFAULT_MODULES
     max_chars: int = 4000
+    twin: str = ""  # the engines are twins of this profile: every number is simulated
 
     def check(self) -> None:
         if self.mode not in MODES:
@@ -130,8 +131,13 @@ def compare(config: BenchConfig, stack: Any, progress: Progress = lambda _: None
     own = indexed is None
     indexed = indexed or index_workload(config, stack, progress)
     driver = driver_for(config.framework)
+    lag_before = twin_run.lag_s(stack) if config.twin else None
     try:
-        return _compare(config, stack, progress, indexed, systems, driver)
+        report = _compare(config, stack, progress, indexed, systems, driver)
+        if config.twin:
+            report["simulated"] = twin_run.simulated(config.twin, lag_before, twin_run.lag_s(stack))
+            report["verdict"] = verdict(report)
+        return report
     finally:
         driver.close()
         if own:
@@ -202,15 +208,26 @@ def _runs(config: BenchConfig, systems: list[Any], apps: Apps, driver: Any, work
           reset: Callable[[], None], stack: Any, meter: bounds.Meter, rounds: list[bounds.Round | None],
           progress: Progress) -> dict[str, list[SystemRun]]:
     """Batch / Poisson: each system's run, with a bound round after each at the highest rate."""
+    with encoder_requests.counting(stack) as counter:
+        return _counted_runs(config, systems, apps, driver, workload, rates, reset, stack, meter, rounds, progress, counter)
+
+
+def _counted_runs(config: BenchConfig, systems: list[Any], apps: Apps, driver: Any, workload: Workload,
+                  rates: tuple[float | None, ...], reset: Callable[[], None], stack: Any, meter: bounds.Meter,
+                  rounds: list[bounds.Round | None], progress: Progress,
+                  counter: encoder_requests.RequestCounter | None) -> dict[str, list[SystemRun]]:
     runs: dict[str, list[SystemRun]] = {}
     for rate in rates:
         arrivals = workload.with_arrivals(rate).arrivals if rate else ()
         for system in systems:
             progress(f"{system.name}" + (f" @ {rate}/s" if rate else ""))
             tokens = prompt_cache.counts(stack.openai_base_url)
+            sent: list[dict[str, int]] = []
             run = run_system(system, apps, driver, workload.questions, config.mode, arrivals=arrivals, rate=rate,
-                             concurrency=config.concurrency, before=reset)
+                             concurrency=config.concurrency, before=reset,
+                             warmed=lambda: sent.append(counter.counts()) if counter is not None else None)
             run.prompt_cache = prompt_cache.delta(tokens, prompt_cache.counts(stack.openai_base_url))
+            run.encoder_requests = encoder_requests.delta(counter, sent[0] if sent else None)
             runs.setdefault(system.name, []).append(run)
             if system.accel:
                 import accel
@@ -220,6 +237,16 @@ def _runs(config: BenchConfig, systems: list[Any], apps: Apps, driver: Any, work
                 progress(f"bound round {len(rounds) + 1}: stock's LLM calls, engine throughputs")
                 rounds.append(meter.round(len(rounds) % len(workload.questions)))
     return runs
+
+
+def _engines(stack: Any) -> dict[str, Any]:
+    """Which engines the apps used: in-process encoder models, or the servers they called."""
+    engines = {"llm": stack.model, "llm_server": stack.openai_base_url, "embed": stack.embed_model, "rerank": stack.rerank_model}
+    if getattr(stack, "embed_base_url", None):
+        engines |= {"embed": stack.embed_model_name, "embed_server": stack.embed_base_url}
+    if getattr(stack, "rerank_base_url", None):
+        engines |= {"rerank": stack.rerank_model_name, "rerank_server": stack.rerank_base_url}
+    return engines
 
 
 def equality_reference(runs: dict[str, SystemRun]) -> SystemRun | None:
@@ -251,7 +278,7 @@ def _report(config: BenchConfig, questions: list[str], runs_at: list[dict[str, S
         "config": {k: v for k, v in asdict(config).items() if k not in ("modules",)} | {"modules": list(config.modules)},
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "machine": machine(),
-        "engines": {"llm": stack.model, "llm_server": stack.openai_base_url, "embed": stack.embed_model, "rerank": stack.rerank_model},
+        "engines": _engines(stack),
         "prefix_cache_reset_between_systems": reset,
         "questions": questions,
         "equality_reference": next((name for name in (STOCK_SEQUENTIAL, STOCK_CONCURRENT) if name in runs_at[-1]), None),

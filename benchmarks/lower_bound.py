@@ -59,23 +59,22 @@ class StepProbe:
 
 def encoder_probe(spec: ExampleSpec, stack: Any, driver: Any, index: Any, questions: Sequence[str],
                   chunks: Sequence[str]) -> StepProbe:
-    """The example's embedding, search and rerank steps on the run's own models and index."""
-    from sentence_transformers import CrossEncoder, SentenceTransformer
+    """The example's embedding, search and rerank steps on the run's own encoders and index."""
+    from .encoders import encoders_for
 
     steps: dict[str, Callable[[int], Any]] = {}
-    embedder = SentenceTransformer(stack.embed_model, device="cpu")
+    encoders = encoders_for(stack, embed=bool(spec.embed_batch or spec.search_k), rerank=bool(spec.rerank_pairs))
 
     def texts(i: int) -> list[str]:
         return [questions[(i + j) % len(questions)] for j in range(max(spec.embed_batch, 1))]
 
     if spec.embed_batch:
-        steps[f"embed x{spec.embed_batch}"] = lambda i: embedder.encode(texts(i))
+        steps[f"embed x{spec.embed_batch}"] = lambda i: encoders.embed(texts(i))
     if spec.search_k and index is not None:
-        vectors = embedder.encode(list(questions)).tolist()  # searches are independent: one is on the path
+        vectors = encoders.embed(list(questions))  # searches are independent: one is on the path
         steps[f"search k{spec.search_k}"] = lambda i: driver.search(index, vectors[i % len(vectors)], spec.search_k)
     if spec.rerank_pairs:
-        reranker = CrossEncoder(stack.rerank_model, device="cpu")
-        steps[f"rerank x{spec.rerank_pairs}"] = lambda i: reranker.predict(
+        steps[f"rerank x{spec.rerank_pairs}"] = lambda i: encoders.rerank(
             [(questions[i % len(questions)], chunks[(i + j) % len(chunks)]) for j in range(spec.rerank_pairs)])
     return StepProbe(steps)
 

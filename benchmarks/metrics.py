@@ -76,4 +76,5 @@ def summarize(run: SystemRun, reference: SystemRun | None) -> dict[str, Any]:
         "throughput_qps": throughput(run),
         "equal_rate": equal_rate(run, reference),
         "prompt_cache": run.prompt_cache,
+        "encoder_requests": run.encoder_requests,
     }

@@ -41,6 +41,7 @@ class SystemRun:
     setup_error: str | None = None
     llm_calls: list[list[float]] = field(default_factory=list)  # per query: the run_rounds system timed for the bound
     prompt_cache: dict[str, Any] | None = None  # the server's prompt / cached tokens during the run
+    encoder_requests: dict[str, int] | None = None  # HTTP requests to each encoder server, warm-up excluded
 
     @property
     def ok(self) -> bool:
@@ -168,12 +169,15 @@ def run_system(
     rate: float | None = None,
     concurrency: int = 16,
     before: Callable[[], None] = lambda: None,
+    warmed: Callable[[], None] = lambda: None,
 ) -> SystemRun:
-    """Build the system's app, warm it up with one query outside the workload, run the mode."""
+    """Build the system's app, warm it up with one query outside the workload (`before` runs
+    before the warm-up, `warmed` after it), run the mode."""
     run = SystemRun(system.name, mode, rate)
     app = _setup(system, apps, driver, run, before)
     if app is None:
         return run
+    warmed()
     if mode == "single":
         return run_single(driver, app, questions, run)
     if mode == "batch":

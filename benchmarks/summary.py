@@ -43,7 +43,17 @@ def _speedup_key(reference: str) -> str:
 
 
 def verdict(report: dict[str, Any]) -> str:
-    """One line: accel against stock (ratio, queries, equal answers) and against the bound."""
+    """One line: accel against stock (ratio, queries, equal answers) and against the bound;
+    a run on engine twins says first that its numbers are simulated."""
+    simulated = report.get("simulated")
+    if simulated:
+        lag = simulated.get("twin_lag_s")
+        lag_text = "" if lag is None else f", twin lag {lag:.2f} s"
+        return f"SIMULATED ({simulated['label']}, twin {simulated['profile']}{lag_text}): " + _verdict(report)
+    return _verdict(report)
+
+
+def _verdict(report: dict[str, Any]) -> str:
     name = _accel_system(report)
     queries = report["config"]["queries"]
     if name is None:
@@ -252,16 +262,32 @@ def legend(report: dict[str, Any], width: int = 80) -> str:
     return "\n".join(textwrap.wrap(text.lstrip(". "), width, break_on_hyphens=False))
 
 
+def encoder_requests_line(report: dict[str, Any]) -> str | None:
+    """HTTP requests each system sent to the encoder servers (batch / Poisson, server encoders)."""
+    sent = {name: s.get("encoder_requests") for name, s in report["systems"].items() if s.get("encoder_requests")}
+    if not sent:
+        return None
+    servers = sorted({server for counts in sent.values() for server in counts})
+    short = labels(list(sent))
+    shown = "; ".join(f"{short[name]} {' / '.join(str(counts.get(server, 0)) for server in servers)}"
+                      for name, counts in sent.items())
+    return f"requests to the {' / '.join(servers)} servers: {shown}"
+
+
 def render(report: dict[str, Any], width: int = 80) -> str:
     """Verdict, a context line, the table, the bound, the legend: every line at most `width`."""
     machine = report["machine"]
+    engines = report.get("engines") or {}
+    encoders = " · server encoders" if engines.get("embed_server") or engines.get("rerank_server") else ""
     context = (f"{report['example']} · {report['framework']} · {report['mode']} · {_queries(report['config']['queries'])}"
-               f" · {machine['cpus']} cores, load {machine['load_average_1m_at_start']:.1f} at start")
+               f"{encoders} · {machine['cpus']} cores, load {machine['load_average_1m_at_start']:.1f} at start")
     parts = [_wrap(report.get("verdict") or verdict(report), width), "", _wrap(context, width), table(report, width)]
     if report.get("rates"):
         parts += ["", rates_table(report, width)]
     line = bound_line(report)
     if line:
+        parts.append(_wrap(line, width))
+    if line := encoder_requests_line(report):
         parts.append(_wrap(line, width))
     failures = [f"{name}: {s['failed_queries']} failed queries, first: {s['errors'][0]}"
                 for name, s in report["systems"].items() if s["failed_queries"]]

@@ -124,8 +124,16 @@ async def _with_encoders(cfg: Settings, info: StackInfo, report: Report, *, star
     return updated
 
 
+def is_twin_stack(state: StackInfo) -> bool:
+    """Whether the recorded stack is engine twins (`accel up --twin`), known by its log's name."""
+    return bool(state.server_log) and Path(state.server_log).name.startswith("twin-")
+
+
 async def _up(cfg: Settings, report: Report, max_model_len: int | None, replicas: int) -> StackInfo:
     state = read_state(cfg)
+    if state is not None and is_twin_stack(state):  # never report simulated engines as the real ones
+        raise EngineError("stack", f"the engine twins of {state.server_log} run for {cfg.home}",
+                          "stop them with `accel down` first, or measure on them with `accel bench ... --twin PROFILE`")
     if state is not None:
         recorded = len(state.replica_urls or [state.openai_base_url])
         if replicas > 1 and recorded != replicas:

@@ -2,6 +2,11 @@
 
 Read without importing accel, so the examples stay plain framework code: the state file is the
 JSON that `accel up` writes under `$ACCEL_HOME` (default `~/.cache/accel/stack.json`).
+
+Encoders are in-process sentence-transformers unless an embedding or rerank server is named
+(`accel up --encoders server` or `--twin` record them; ACCEL_EMBED_BASE_URL /
+ACCEL_RERANK_BASE_URL name running ones): the apps then call those servers the way GPU
+deployments do (OpenAI embeddings, Cohere-shaped rerank).
 """
 
 from __future__ import annotations
@@ -19,6 +24,12 @@ _ENV = {
     "embed_model": "ACCEL_EMBED_MODEL",
     "rerank_model": "ACCEL_RERANK_MODEL",
 }
+_OPTIONAL_ENV = {
+    "embed_base_url": "ACCEL_EMBED_BASE_URL",
+    "embed_model_name": "ACCEL_EMBED_MODEL_NAME",
+    "rerank_base_url": "ACCEL_RERANK_BASE_URL",
+    "rerank_model_name": "ACCEL_RERANK_MODEL_NAME",
+}
 
 
 @dataclass(frozen=True)
@@ -32,6 +43,12 @@ class StackConfig:
     rerank_model: str
     max_tokens: int = 32
     context_window: int = 4096
+    embed_base_url: str | None = None
+    """An OpenAI-compatible embedding server (`.../v1`); None: `embed_model` in-process."""
+    embed_model_name: str | None = None
+    rerank_base_url: str | None = None
+    """A rerank server in Cohere's v2 shape (`/v2/rerank`); None: `rerank_model` in-process."""
+    rerank_model_name: str | None = None
 
 
 def _state_file() -> Path:
@@ -45,8 +62,8 @@ def load_config(**overrides: str | int | None) -> StackConfig:
     state = _state_file()
     if state.exists():
         data = json.loads(state.read_text())
-        values.update({key: data[key] for key in _ENV if data.get(key)})
-    for key, var in _ENV.items():
+        values.update({key: data[key] for key in (*_ENV, *_OPTIONAL_ENV) if data.get(key)})
+    for key, var in (_ENV | _OPTIONAL_ENV).items():
         if os.environ.get(var, "").strip():
             values[key] = os.environ[var].strip()
     values.update({key: value for key, value in overrides.items() if value is not None})
@@ -56,18 +73,33 @@ def load_config(**overrides: str | int | None) -> StackConfig:
             f"examples: no {', '.join(missing)} configured. Run `accel up`, or set "
             f"{', '.join(_ENV[key] for key in missing)}, or pass the matching --flags."
         )
+    for url, name in (("embed_base_url", "embed_model_name"), ("rerank_base_url", "rerank_model_name")):
+        if values.get(url) and not values.get(name):
+            values[name] = served_model(str(values[url]))
     return StackConfig(**values)  # type: ignore[arg-type]
+
+
+def served_model(base_url: str) -> str:
+    """The one model an OpenAI-compatible server lists (`GET {base_url}/models`)."""
+    import httpx
+
+    root = base_url.rstrip("/").removesuffix("/v1")
+    try:
+        listed = httpx.get(f"{root}/v1/models", timeout=10).raise_for_status().json()["data"]
+    except (httpx.HTTPError, KeyError, ValueError) as exc:
+        raise SystemExit(f"examples: cannot list the models of {base_url} ({exc}); name it with --*-model-name") from exc
+    return str(listed[0]["id"])
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags every example script accepts."""
-    for key in _ENV:
+    for key in (*_ENV, *_OPTIONAL_ENV):
         parser.add_argument(f"--{key.replace('_', '-')}", dest=key, default=None)
     parser.add_argument("--max-tokens", dest="max_tokens", type=int, default=None)
 
 
 def config_from_args(args: argparse.Namespace) -> StackConfig:
-    config = load_config(**{key: getattr(args, key) for key in _ENV})
+    config = load_config(**{key: getattr(args, key) for key in (*_ENV, *_OPTIONAL_ENV)})
     return replace(config, max_tokens=args.max_tokens) if args.max_tokens else config
 
 

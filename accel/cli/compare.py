@@ -3,8 +3,10 @@ the same engines, data and query order; prints a verdict and a table that fits t
 writes JSON, markdown and PNG plots.
 
 The engines are the `accel up` stack (started here when it is not running) or whatever
-ACCEL_OPENAI_BASE_URL / ACCEL_PG_DSN point at. `--json -` writes the report to stdout as one
-JSON document and everything for people to stderr.
+ACCEL_OPENAI_BASE_URL / ACCEL_PG_DSN point at. `--encoders server` runs the apps on embedding
+and rerank servers (`accel up --encoders server`); `--twin PROFILE` runs them on engine twins
+(`accel up --twin`), and every number of that run is labelled simulated. `--json -` writes the
+report to stdout as one JSON document and everything for people to stderr.
 """
 
 from __future__ import annotations
@@ -30,10 +32,11 @@ DONE_BEFORE_UP = ("resolving the", "starting embedded Postgres", "using Postgres
 
 
 @contextmanager
-def _engines(steps: Steps, config: Any, private_size: str) -> Iterator[tuple[Any, Any]]:
-    """(StackConfig, Indexed) on a private stack, or on the `accel up` one (started if needed,
-    with the workload indexed while the LLM server starts: indexing needs only Postgres and
-    the embedder, and vLLM on CPU pins its worker to one core)."""
+def _engines(steps: Steps, config: Any, private_size: str, encoders: str) -> Iterator[tuple[Any, Any]]:
+    """(StackConfig, Indexed) on a private stack, on engine twins, or on the `accel up` stack
+    (started if needed; with in-process encoders the workload is indexed while the LLM server
+    starts: indexing needs only Postgres and the embedder, and vLLM on CPU pins its worker to
+    one core)."""
     from accel.benchmarks.harness import drop_index, index_workload
 
     if private_size:
@@ -42,6 +45,15 @@ def _engines(steps: Steps, config: Any, private_size: str) -> Iterator[tuple[Any
         steps.step(f"starting a private stack ({private_size} LLM, about 2 minutes)")
         with private_stack(private_size) as stack:
             yield stack, index_workload(config, stack, steps.step)  # the private stack goes, its data with it
+        return
+    if config.twin or encoders == "server":
+        stack = _stack_config(_served_stack(steps, config.twin, encoders))
+        indexed = index_workload(config, stack, steps.step)  # the servers embed the documents
+        steps.end()
+        try:
+            yield stack, indexed
+        finally:
+            drop_index(indexed, stack)
         return
     from accel.config import settings
     from accel.engines import stack as local
@@ -80,6 +92,28 @@ def _engines(steps: Steps, config: Any, private_size: str) -> Iterator[tuple[Any
         drop_index(indexed, stack)
 
 
+def _served_stack(steps: Steps, twin: str, encoders: str) -> Any:
+    """`accel up --twin PROFILE` or `accel up --encoders server`, reporting on the main lane."""
+    from accel.engines import stack as local
+
+    if twin:
+        from accel.engines.twin.stack import up_twin
+
+        steps.step(f"starting the {twin} engine twins (simulated engines; Postgres real)")
+        return asyncio.run(up_twin(twin, report=steps.step))
+    steps.step("starting the stack with encoder servers (vLLM pooling servers, about 2 minutes each)")
+    return asyncio.run(local.up(report=steps.step, encoders=encoders))
+
+
+def _stack_config(info: Any) -> Any:
+    """The examples' view of a stack whose encoders are servers."""
+    from accel.examples.stack import StackConfig
+
+    return StackConfig(info.openai_base_url, info.model, info.pg_dsn, info.embed_model, info.rerank_model,
+                       embed_base_url=info.embed_base_url, embed_model_name=info.embed_model_name,
+                       rerank_base_url=info.rerank_base_url, rerank_model_name=info.rerank_model_name)
+
+
 def _command(name: str) -> Callable[..., None]:
     def run(
         framework: str = typer.Option("langchain", help="langchain | llamaindex"),
@@ -98,6 +132,10 @@ def _command(name: str) -> Callable[..., None]:
         seed: int = typer.Option(0, help="Workload seed (questions, arrivals)."),
         private_stack: str = typer.Option("", help="Run on a private stack with this offline LLM (tiny | bench) "
                                                    "instead of `accel up`: clean prefix cache, reset between systems."),
+        encoders: str = typer.Option("inprocess", help="inprocess | server: the apps' embedder and reranker run in "
+                                                       "the process, or as servers (`accel up --encoders server`)."),
+        twin: str = typer.Option("", help="Run on engine twins of this profile (h100-8b; `accel up --twin`): "
+                                          "every number is simulated, labelled so, with the twins' lag."),
         verbose: bool = quiet.VERBOSE,
     ) -> None:
         quiet.configure(verbose)
@@ -110,9 +148,11 @@ def _command(name: str) -> Callable[..., None]:
         config = BenchConfig(
             name, framework, mode, queries=queries, rates=tuple(rate),  # type: ignore[arg-type]
             systems=tuple(s for s in systems.split(",") if s), ablations=ablations, concurrency=concurrency, seed=seed,
+            twin=twin,
         )
         config.check()
-        with Steps(err) as steps, _engines(steps, config, private_stack) as (stack, indexed):
+        _check_engines(encoders, twin, private_stack)
+        with Steps(err) as steps, _engines(steps, config, private_stack, encoders) as (stack, indexed):
             result = compare(config, stack, progress=steps.step, indexed=indexed)
         text = summary.render(result, out.width)
         verdict, _, rest = text.partition("\n\n")
@@ -134,6 +174,19 @@ def _command(name: str) -> Callable[..., None]:
 
     run.__doc__ = f"Compare the {name} example: stock, LlamaDistPC-like and accel (--ablations: policies, passes off)."
     return run
+
+
+def _check_engines(encoders: str, twin: str, private_size: str) -> None:
+    from accel.engines.errors import InvalidRequest
+
+    if encoders not in ("inprocess", "server"):
+        raise InvalidRequest("bench", f"unknown encoders {encoders!r}", "pass --encoders inprocess or --encoders server")
+    if twin and private_size:
+        raise InvalidRequest("bench", "--twin and --private-stack both given", "pick one: twins or a private real stack")
+    if twin:
+        from accel.engines.twin.profile import load_profile
+
+        load_profile(twin)  # an unknown profile fails here, before anything starts
 
 
 def _still_up() -> str | None:

@@ -14,6 +14,7 @@ import asyncio
 import json
 import logging
 import os
+import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -21,7 +22,7 @@ from urllib.parse import urlsplit
 
 from accel.config import Settings, settings as current_settings
 from accel.engines.errors import EngineError, EngineUnavailable
-from accel.engines.stack import Report, StackInfo, read_state, resolve_models
+from accel.engines.stack import Report, StackInfo, is_twin_stack, read_state, resolve_models
 from accel.engines.stack_home import home_tag, locked_home
 
 log = logging.getLogger("accel.engines.twin.stack")
@@ -32,23 +33,27 @@ START_TIMEOUT_S = 120.0
 async def launch_twins(profile: str, log_path: Path, *, env: dict[str, str] | None = None,
                        ports: tuple[int, int, int] = (0, 0, 0)) -> tuple[int, dict[str, str]]:
     """Start the twins' process in its own process group, the LLM and encoders on `ports`
-    (0: any free). Returns its pid and the URLs it prints once it listens."""
+    (0: any free). Returns its pid and the URLs it prints once it listens. The process outlives
+    the caller's event loop (`accel up` returns), so it is a plain `Popen` whose one line is read
+    on a worker thread: an asyncio subprocess transport would be closed with its loop."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     llm, embed, rerank = ports
     with open(log_path, "ab") as sink:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "accel.engines.twin", "--profile", profile, "--port", str(llm),
-            "--embed-port", str(embed), "--rerank-port", str(rerank),
-            stdout=asyncio.subprocess.PIPE, stderr=sink, start_new_session=True, env={**os.environ, **(env or {})})
+        process = subprocess.Popen(
+            [sys.executable, "-m", "accel.engines.twin", "--profile", profile, "--port", str(llm),
+             "--embed-port", str(embed), "--rerank-port", str(rerank)],
+            stdout=subprocess.PIPE, stderr=sink, start_new_session=True, env={**os.environ, **(env or {})})
     assert process.stdout is not None
     try:
-        line = await asyncio.wait_for(process.stdout.readline(), START_TIMEOUT_S)
+        line = await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), START_TIMEOUT_S)
     except BaseException:
         process.kill()
-        await process.wait()
+        await asyncio.to_thread(process.wait)
         raise
+    finally:
+        process.stdout.close()  # the one line is read; the twins write nothing more there
     if not line:
-        code = await process.wait()
+        code = await asyncio.to_thread(process.wait)
         raise EngineUnavailable("twin", f"the twins' process exited ({code}) before listening",
                                 f"read its log, {log_path}")
     return process.pid, json.loads(line)
@@ -57,10 +62,6 @@ async def launch_twins(profile: str, log_path: Path, *, env: dict[str, str] | No
 def _ports(state: StackInfo) -> tuple[int, int, int]:
     urls = (state.openai_base_url, state.embed_base_url, state.rerank_base_url)
     return tuple(urlsplit(url).port or 0 if url else 0 for url in urls)  # type: ignore[return-value]
-
-
-def is_twin_stack(state: StackInfo) -> bool:
-    return bool(state.server_log) and Path(state.server_log).name.startswith("twin-")
 
 
 async def up_twin(profile: str, cfg: Settings | None = None, *, report: Report = lambda _: None) -> StackInfo:

@@ -1,5 +1,10 @@
 """The LangChain components every example shares, built from a `StackConfig`: a chat model on
-the OpenAI-compatible vLLM server (greedy), MiniLM embeddings, a cross-encoder, a PGVector store."""
+the OpenAI-compatible vLLM server (greedy), MiniLM embeddings, a cross-encoder, a PGVector store.
+
+The encoders run in-process unless the config names servers: then embeddings are
+`OpenAIEmbeddings` on the embedding server and the cross-encoder asks the rerank server through
+the `cohere` SDK (LangChain's own `CohereRerank` always sends `max_tokens_per_doc: null`, which
+vLLM refuses, so self-hosted deployments write this small adapter)."""
 
 from __future__ import annotations
 
@@ -26,12 +31,22 @@ def chat_model(config: StackConfig, *, max_tokens: int | None = None) -> Any:
 
 
 def embeddings(config: StackConfig) -> Any:
+    if config.embed_base_url:
+        from langchain_openai import OpenAIEmbeddings
+
+        # the server counts tokens itself; tiktoken's check would need a download and sends token ids
+        return OpenAIEmbeddings(base_url=config.embed_base_url, model=config.embed_model_name, api_key="EMPTY",
+                                check_embedding_ctx_length=False, max_retries=0)
     from langchain_huggingface import HuggingFaceEmbeddings
 
     return HuggingFaceEmbeddings(model_name=config.embed_model, model_kwargs={"device": "cpu"})
 
 
 def cross_encoder(config: StackConfig) -> Any:
+    if config.rerank_base_url:
+        from .server_rerank import ServerCrossEncoder
+
+        return ServerCrossEncoder.for_server(config.rerank_base_url, str(config.rerank_model_name))
     from langchain_community.cross_encoders import HuggingFaceCrossEncoder
 
     return HuggingFaceCrossEncoder(model_name=config.rerank_model, model_kwargs={"device": "cpu"})

@@ -3,7 +3,8 @@ queries, 16 chunks each, cross-encoder rerank to the top 3, refine synthesis.
 
 Stock LlamaIndex: a `RetrieverQueryEngine` over a `QueryFusionRetriever` (num_queries=3: the
 original plus 2 generated; each retrieves 16; simple fusion keeps all), a
-`SentenceTransformerRerank(top_n=3)` postprocessor and the `refine` synthesizer. With
+`SentenceTransformerRerank(top_n=3)` postprocessor (`CohereRerank` on a rerank server when the
+config names one) and the `refine` synthesizer. With
 `parallel=True` the fusion retriever runs its retrievals side by side on a thread pool: the
 hand-parallelised variant of a LlamaDistPC-like deployment (its `use_async=True` path runs
 each query on a fresh event loop, which PGVectorStore's pooled async engine refuses).
@@ -17,13 +18,12 @@ import argparse
 from concurrent.futures import ThreadPoolExecutor
 
 from llama_index.core import VectorStoreIndex, get_response_synthesizer
-from llama_index.core.postprocessor import SentenceTransformerRerank
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.retrievers import QueryFusionRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from ..corpus import pydoc_documents
-from .models import build_index, embed_model, llm
+from .models import build_index, embed_model, llm, reranker
 from ..stack import StackConfig, add_arguments, config_from_args
 
 NUM_QUERIES = 3
@@ -50,7 +50,7 @@ def build_app(config: StackConfig, index: VectorStoreIndex, *, parallel: bool = 
         [base], llm=model, num_queries=NUM_QUERIES, mode="simple",
         similarity_top_k=NUM_QUERIES * TOP_K, use_async=False,
     )
-    rerank = SentenceTransformerRerank(model=config.rerank_model, top_n=TOP_N, device="cpu")
+    rerank = reranker(config, TOP_N)
     synth = get_response_synthesizer(llm=model, response_mode="refine")
     return RetrieverQueryEngine(fusion, response_synthesizer=synth, node_postprocessors=[rerank])
 

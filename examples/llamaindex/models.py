@@ -1,5 +1,8 @@
 """The LlamaIndex components every example shares, built from a `StackConfig`: OpenAILike on
-the vLLM server (greedy completions), MiniLM embeddings, a PGVectorStore index."""
+the vLLM server (greedy completions), MiniLM embeddings, a reranker, a PGVectorStore index.
+
+The encoders run in-process unless the config names servers: then `OpenAILikeEmbedding` on the
+embedding server and the `CohereRerank` postprocessor on the rerank server."""
 
 from __future__ import annotations
 
@@ -34,8 +37,25 @@ def llm(config: StackConfig, *, max_tokens: int | None = None, chat: bool = Fals
     )
 
 
-def embed_model(config: StackConfig) -> HuggingFaceEmbedding:
+def embed_model(config: StackConfig) -> Any:
+    if config.embed_base_url:
+        from llama_index.embeddings.openai_like import OpenAILikeEmbedding
+
+        return OpenAILikeEmbedding(model_name=str(config.embed_model_name), api_base=config.embed_base_url,
+                                   api_key="EMPTY", max_retries=0)
     return HuggingFaceEmbedding(model_name=config.embed_model, device="cpu")
+
+
+def reranker(config: StackConfig, top_n: int) -> Any:
+    """A node postprocessor keeping the `top_n` best nodes by cross-encoder score."""
+    if config.rerank_base_url:
+        from llama_index.postprocessor.cohere_rerank import CohereRerank
+
+        return CohereRerank(top_n=top_n, model=str(config.rerank_model_name), api_key="EMPTY",
+                            base_url=config.rerank_base_url.rstrip("/").removesuffix("/v1"))
+    from llama_index.core.postprocessor import SentenceTransformerRerank
+
+    return SentenceTransformerRerank(model=config.rerank_model, top_n=top_n, device="cpu")
 
 
 def build_index(config: StackConfig, documents: Iterable[Mapping[str, Any]], table: str) -> VectorStoreIndex:

@@ -32,3 +32,20 @@ async def test_up_twin_records_a_stack_that_down_stops(tmp_path) -> None:
         stopped = stack.down(cfg)
     assert "vllm-server" in stopped and not group_members(info.server_pid)
     assert stack.read_state(cfg) is None
+
+
+@pytest.mark.slow
+async def test_a_plain_up_never_takes_the_twins_for_the_real_engines(tmp_path) -> None:
+    """`accel up` over a home whose stack is twins refuses (with the remedy) instead of reporting
+    the simulated engines as the real ones, or relaunching vLLM on a twin's port."""
+    from accel.engines.errors import EngineError
+
+    cfg = Settings(home=tmp_path, pg_dsn="postgresql://nobody@127.0.0.1:1/unused", llm_model=str(build_llm("tiny")))
+    info = await up_twin("h100-8b", cfg)
+    try:
+        with pytest.raises(EngineError, match="engine twins") as refused:
+            await stack.up(cfg)
+        assert "accel down" in str(refused.value) and "--twin" in str(refused.value)
+        assert stack.read_state(cfg) == info
+    finally:
+        stack.down(cfg)

@@ -1,0 +1,77 @@
+"""How many HTTP requests each system sends to the encoder servers, counted where they leave the
+process: at httpx's transports, which the openai and cohere SDKs (stock) and accel's server
+engines all send through. The servers' own counters cannot say it: vLLM counts each input of an
+embeddings request as a request of its own.
+
+Installed by the harness for the run's length only (never by accel), and read before and after
+each system's run, as `prompt_cache` reads the LLM server's counters.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+
+class RequestCounter:
+    """Requests sent so far to each named server (matched by scheme, host and port)."""
+
+    def __init__(self, servers: dict[str, str]) -> None:
+        self._servers = {_origin(url): name for name, url in servers.items()}
+        self._counts = dict.fromkeys(servers, 0)
+        self._lock = threading.Lock()
+
+    def seen(self, url: httpx.URL) -> None:
+        name = self._servers.get((url.scheme, url.host, url.port))
+        if name is not None:
+            with self._lock:
+                self._counts[name] += 1
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    return parts.scheme, parts.hostname or "", parts.port
+
+
+@contextmanager
+def counting(stack: Any) -> Iterator[RequestCounter | None]:
+    """Count requests to the stack's encoder servers while inside (None: no encoder servers)."""
+    servers = {name: url for name, url in (("embed", getattr(stack, "embed_base_url", None)),
+                                           ("rerank", getattr(stack, "rerank_base_url", None))) if url}
+    if not servers:
+        yield None
+        return
+    counter = RequestCounter(servers)
+    sync_send, async_send = httpx.HTTPTransport.handle_request, httpx.AsyncHTTPTransport.handle_async_request
+
+    def handle_request(self: httpx.HTTPTransport, request: httpx.Request) -> httpx.Response:
+        counter.seen(request.url)
+        return sync_send(self, request)
+
+    async def handle_async_request(self: httpx.AsyncHTTPTransport, request: httpx.Request) -> httpx.Response:
+        counter.seen(request.url)
+        return await async_send(self, request)
+
+    httpx.HTTPTransport.handle_request = handle_request  # type: ignore[method-assign]
+    httpx.AsyncHTTPTransport.handle_async_request = handle_async_request  # type: ignore[method-assign]
+    try:
+        yield counter
+    finally:
+        httpx.HTTPTransport.handle_request = sync_send  # type: ignore[method-assign]
+        httpx.AsyncHTTPTransport.handle_async_request = async_send  # type: ignore[method-assign]
+
+
+def delta(counter: RequestCounter | None, before: dict[str, int] | None) -> dict[str, int] | None:
+    """Requests per server since `before` (None without encoder servers)."""
+    if counter is None or before is None:
+        return None
+    return {name: count - before[name] for name, count in counter.counts().items()}

@@ -1,0 +1,41 @@
+"""What a run on engine twins adds to its report: the profile and its label (every number is
+simulated), and how far the twins fell behind their model while the run went on.
+
+A twin waits for each step's modelled end on a timer; when this machine is too busy to wake it
+in time, the step ends late and `twin:lag_seconds_total` grows (docs/twins.md). The lag is read
+from every twin's `/metrics` before and after the run, so a reader can see how much of the
+measured time is this machine rather than the modelled hardware.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import httpx
+
+_LAG = re.compile(r"^twin:lag_seconds_total(?:\{[^}]*\})?\s+([0-9.eE+-]+)$", re.MULTILINE)
+
+
+def lag_s(stack: Any) -> float | None:
+    """The twins' lag so far, summed over the LLM, embedding and rerank twins (None: no twin
+    answered, so this is not a twin stack)."""
+    total, seen = 0.0, False
+    for url in {u for u in (stack.openai_base_url, getattr(stack, "embed_base_url", None),
+                            getattr(stack, "rerank_base_url", None)) if u}:
+        try:
+            text = httpx.get(url.rstrip("/").removesuffix("/v1") + "/metrics", timeout=10).text
+        except httpx.HTTPError:
+            continue
+        values = [float(v) for v in _LAG.findall(text)]
+        seen = seen or bool(values)
+        total += sum(values)
+    return total if seen else None
+
+
+def simulated(profile: str, lag_before: float | None, lag_after: float | None) -> dict[str, Any]:
+    """The report's `simulated` section."""
+    from accel.engines.twin.profile import load_profile
+
+    lag = None if lag_before is None or lag_after is None else lag_after - lag_before
+    return {"profile": profile, "label": load_profile(profile).label, "twin_lag_s": lag}

@@ -1,0 +1,50 @@
+"""`accel bench ... --twin`: the harness on engine twins (the `h100-8b` profile, in their own
+process; Postgres real). The apps call the twins' encoder servers, stock and accel answer the
+same, and the report says on its first line that every number is simulated, with the twins' lag."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from accel.benchmarks.harness import BenchConfig, compare
+from accel.config import Settings
+from accel.engines import stack as local
+from accel.engines.offline.llm import build_llm
+from accel.engines.twin.stack import up_twin
+from accel.examples.stack import StackConfig
+
+pytestmark = [pytest.mark.engines, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def twin_stack(tmp_path_factory: pytest.TempPathFactory, postgres_factory) -> Iterator[StackConfig]:
+    import asyncio
+
+    cfg = Settings(home=tmp_path_factory.mktemp("twin-home"), pg_dsn=postgres_factory("accel-twin-bench-"),
+                   llm_model=str(build_llm("tiny")))
+    info = asyncio.run(up_twin("h100-8b", cfg))
+    try:
+        yield StackConfig(info.openai_base_url, info.model, info.pg_dsn, info.embed_model, info.rerank_model,
+                          max_tokens=12, context_window=2048, embed_base_url=info.embed_base_url,
+                          embed_model_name=info.embed_model_name, rerank_base_url=info.rerank_base_url,
+                          rerank_model_name=info.rerank_model_name)
+    finally:
+        local.down(cfg)
+
+
+@pytest.mark.parametrize("framework", ["langchain", "llamaindex"])
+def test_a_twin_run_is_labelled_simulated_and_answers_as_stock(twin_stack: StackConfig, framework: str) -> None:
+    config = BenchConfig("advanced-rag", framework, "batch", queries=4, systems=("stock-sequential", "accel-topology"),
+                         twin="h100-8b")
+    report = compare(config, twin_stack)
+    assert report["simulated"]["profile"] == "h100-8b"
+    assert report["simulated"]["label"] == "simulated from measured H100 curves"
+    assert report["simulated"]["twin_lag_s"] is not None and report["simulated"]["twin_lag_s"] >= 0
+    assert report["verdict"].startswith("SIMULATED (simulated from measured H100 curves, twin h100-8b")
+    assert report["engines"]["embed_server"] == twin_stack.embed_base_url
+    assert report["engines"]["rerank_server"] == twin_stack.rerank_base_url
+    assert report["equal_rate"]["accel-topology"] == 1.0
+    assert report["systems"]["accel-topology"]["failed_queries"] == 0
+    assert report["capacity_bound"] is not None
