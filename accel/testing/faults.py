@@ -13,13 +13,17 @@ proxy puts the fault at a chosen point instead, whatever the timing:
         proxy.revive()                                # the "server" is back on the same port
 
 A held answer never sends its last event, so a short answer is held too rather than finishing
-before the fault. Connections are reset (RST), not closed, as a dead server's kernel does, and
-answers are relayed chunked, so a cut body is never mistaken for a complete one.
+before the fault; its request to the server is closed as it is held (the server stops
+generating it), so answers held for a while cost the server nothing. Connections are reset
+(RST), not closed, as a dead server's kernel does, and answers are relayed chunked, so a cut
+body is never mistaken for a complete one. When `kill()` returns, every held connection has
+been reset: a test can time the errors from there without the proxy's own work in it.
 """
 
 from __future__ import annotations
 
 import http.client
+import logging
 import socket
 import struct
 import threading
@@ -28,11 +32,14 @@ from urllib.parse import urlsplit
 
 from accel.testing.proxy import _HOP_HEADERS, QuietHandler, _Server
 
+log = logging.getLogger("accel.testing.faults")
+
 
 class FaultProxy:
-    """Forwards every request to `upstream` until told to fail; see the module docstring."""
+    """Forwards every request to `upstream` until told to fail; see the module docstring.
+    `port` 0 takes a free one; a given port stands in for a server that listened there."""
 
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: str, port: int = 0) -> None:
         parts = urlsplit(upstream)
         self.upstream_host = parts.hostname or "127.0.0.1"
         self.upstream_port = parts.port or 80
@@ -42,7 +49,8 @@ class FaultProxy:
         self._down = False
         self._killed = threading.Event()
         self._upstreams: set[http.client.HTTPConnection] = set()
-        self._server = _Server(("127.0.0.1", 0), self._handler())
+        self._held_clients: list[socket.socket] = []
+        self._server = _Server(("127.0.0.1", port), self._handler())
         self._port = self._server.server_address[1]
         self._thread: threading.Thread | None = None
         self.generations = 0
@@ -79,16 +87,22 @@ class FaultProxy:
             self._hold_after = after_events
 
     def wait_held(self, count: int, timeout_s: float) -> int:
-        """Wait (bounded) until `count` answers are held; returns how many are."""
+        """Wait (bounded) until `count` answers are held, or the proxy is killed or stopped;
+        returns how many are held."""
         with self._lock:
-            self._lock.wait_for(lambda: self._held >= count, timeout_s)
+            self._lock.wait_for(lambda: self._held >= count or self._killed.is_set(), timeout_s)
             return self._held
 
     def kill(self) -> None:
-        """The server dies: open connections are reset, new ones refused."""
+        """The server dies: new connections are refused, and every held one is reset before
+        this returns (the others, still being relayed, as their handlers see the cut)."""
         with self._lock:
             self._down = True
         self._stop_listening()
+        with self._lock:
+            held, self._held_clients = self._held_clients, []
+        for connection in held:
+            _reset(connection)
         self._release_everything()
 
     def revive(self) -> None:
@@ -97,6 +111,7 @@ class FaultProxy:
             self._down = False
             self._hold_after = None
             self._held = 0
+            self._held_clients = []
             self._killed.clear()
         self._server = _Server(("127.0.0.1", self._port), self._handler())
         self.start()
@@ -108,8 +123,9 @@ class FaultProxy:
         self._server.server_close()
 
     def _release_everything(self) -> None:
-        self._killed.set()
         with self._lock:
+            self._killed.set()
+            self._lock.notify_all()  # a wait_held returns
             upstreams = list(self._upstreams)
         for upstream in upstreams:  # wakes a handler blocked reading the server
             if upstream.sock is not None:
@@ -118,10 +134,15 @@ class FaultProxy:
                 except OSError:
                     pass
 
-    def _hold(self) -> None:
+    def _hold(self, client: socket.socket, upstream: http.client.HTTPConnection) -> None:
+        """Hold one answer until `kill()`: its server request is closed now (the server aborts
+        it), its client connection is left waiting."""
+        upstream.close()
         with self._lock:
             self._held += 1
+            self._held_clients.append(client)
             self._lock.notify_all()
+        log.debug("held answer %d", self._held)
         self._killed.wait()
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
@@ -136,6 +157,9 @@ class FaultProxy:
                     proxy._upstreams.add(upstream)
                     hold_after = proxy._hold_after if generation else None
                     proxy.generations += generation
+                if generation:
+                    log.debug("forwarding %s %s%s", self.command, self.path,
+                              "" if hold_after is None else f" (held after {hold_after} events)")
                 try:
                     upstream.request(self.command, self.path, body=raw or None, headers=self.end_to_end_headers())
                     response = upstream.getresponse()
@@ -147,10 +171,10 @@ class FaultProxy:
                     elif "text/event-stream" in (response.getheader("Content-Type") or ""):
                         self._start(response)
                         self._relay_events(response, hold_after)
-                        proxy._hold()
+                        proxy._hold(self.connection, upstream)
                     else:
                         response.read()
-                        proxy._hold()
+                        proxy._hold(self.connection, upstream)
                 except OSError:
                     pass  # the client left, or kill() cut the server side
                 finally:

@@ -13,6 +13,8 @@ import pytest
 from accel.testing.faults import FaultProxy
 
 EVENTS = [b'data: {"n": %d}\n\n' % i for i in range(20)] + [b"data: [DONE]\n\n"]
+LEFT = threading.Event()
+"""Set when the proxy closed its request of a `slow` answer (the server would stop generating)."""
 
 
 class _Upstream(BaseHTTPRequestHandler):
@@ -31,6 +33,9 @@ class _Upstream(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+        if "slow" in self.path:  # an answer still being generated: wait for the client to leave
+            self.rfile.read(1)
+            LEFT.set()
 
 
 @pytest.fixture()
@@ -111,4 +116,30 @@ def test_a_non_streamed_answer_is_held_whole(upstream):
         assert proxy.wait_held(1, timeout_s=30) == 1
         proxy.kill()
         client.join(30)
+        assert len(errors) == 1
+
+
+def test_a_held_answer_leaves_the_server_and_a_wait_ends_at_the_kill(upstream):
+    with FaultProxy(upstream) as proxy:
+        proxy.hold_generations(after_events=5)
+        LEFT.clear()
+        errors: list[BaseException] = []
+
+        def consume() -> None:
+            try:
+                _read_events(proxy.url, "/v1/slow/completions", [])
+            except httpx.HTTPError as error:
+                errors.append(error)
+
+        client = threading.Thread(target=consume)
+        client.start()
+        assert proxy.wait_held(1, timeout_s=30) == 1
+        assert LEFT.wait(30)  # held: the server's request is closed, the client's is not
+        assert client.is_alive() and not errors
+        waiter = threading.Thread(target=proxy.wait_held, args=(2, 300))
+        waiter.start()
+        proxy.kill()
+        waiter.join(30)
+        client.join(30)
+        assert not waiter.is_alive()  # a wait for answers that will never come ends at the kill
         assert len(errors) == 1

@@ -45,7 +45,37 @@ def _stream_ending(engine: OpenAIServerEngine, prompt: str, received: list[int],
     return consume()
 
 
-async def test_requests_cut_mid_answer_fail_fast_and_the_same_objects_recover(vllm_server, postgres_factory):
+def _timed(pool: ThreadPoolExecutor, ended: list[float], call, *args) -> asyncio.Future:
+    """`call(*args)` in `pool`; `ended` gets the moment its caller saw it end."""
+    def run():
+        try:
+            return call(*args)
+        finally:
+            ended.append(time.perf_counter())
+    return asyncio.wrap_future(pool.submit(run))
+
+
+async def _all_held(proxy: FaultProxy, count: int, pending: list[asyncio.Future]) -> None:
+    """Wait until `count` answers are held; a request that ends first fails the test at once,
+    with how it ended, rather than after the bound."""
+    held = asyncio.ensure_future(asyncio.to_thread(proxy.wait_held, count, 300))
+    done, _ = await asyncio.wait([held, *pending], return_when=asyncio.FIRST_COMPLETED)
+    if held not in done:
+        proxy.kill()  # releases the wait
+        ended = [f.exception() or f.result() for f in done]
+        pytest.fail(f"{len(done)} request(s) ended before the kill, with {proxy.held} of {count} held: {ended!r}")
+    assert held.result() == count, f"only {held.result()} of {count} requests held mid-answer in 300 s"
+
+
+async def test_requests_cut_mid_answer_fail_fast_and_the_same_objects_recover(vllm_server, postgres_factory, caplog):
+    """Failing fast is measured against stock in the same kill: eight stock queries are held
+    beside the eight wrapped ones on the same proxy, and the wrapped queries' errors must reach
+    their callers within twice stock's time, plus 1 s. Both are timed from the moment every
+    held connection has been reset (`kill()` returned), so the proxy's own work is not in
+    them, and both are slowed alike by a loaded machine: what the bound catches is a wait that
+    does not scale with load (the bug: a connect timeout, 9.45 s where stock took 0.14 s)."""
+    import logging
+
     import accel
     from accel.engines.embeddings import packaged_minilm_path
     from accel.engines.offline.reranker import build_reranker
@@ -54,6 +84,7 @@ async def test_requests_cut_mid_answer_fail_fast_and_the_same_objects_recover(vl
     from accel.examples.langchain.naive_rag import build_app
     from accel.examples.stack import StackConfig
 
+    caplog.set_level(logging.DEBUG, logger="accel.testing.faults")  # shown if the test fails
     with FaultProxy(vllm_server.base_url) as proxy:
         engine = OpenAIServerEngine(proxy.url + "/v1", vllm_server.model)
         try:
@@ -67,35 +98,49 @@ async def test_requests_cut_mid_answer_fail_fast_and_the_same_objects_recover(vl
             expected = await asyncio.to_thread(build_app(config, store).invoke, question)
             assert await asyncio.to_thread(wrapped.invoke, question) == expected
 
-            # 8 long wrapped queries and 8 engine streams, each held mid-answer, then the kill
+            # 8 long wrapped queries, 8 long stock ones and 8 engine streams, each held
+            # mid-answer, then the kill
             proxy.hold_generations(after_events=EVENTS_BEFORE_THE_KILL)
-            long_app = accel.wrap(build_app(replace(config, max_tokens=1500), store))
-            pool = ThreadPoolExecutor(8)
-            queries = [asyncio.wrap_future(pool.submit(long_app.invoke, {"question": f"heap {i}"}))
-                       for i in range(8)]
+            long_config = replace(config, max_tokens=1500)
+            long_app, long_stock = accel.wrap(build_app(long_config, store)), build_app(long_config, store)
+            pool = ThreadPoolExecutor(16)
+            accel_ended: list[float] = []
+            stock_ended: list[float] = []
+            queries = [_timed(pool, accel_ended, long_app.invoke, {"question": f"heap {i}"}) for i in range(8)]
+            stock = [_timed(pool, stock_ended, lambda q: "".join(long_stock.stream(q)), {"question": f"heap {i}"})
+                     for i in range(8)]
             received = [0] * 8
             streams = [asyncio.create_task(_stream_ending(engine, f"def f{i}():", received, i)) for i in range(8)]
-            held = await asyncio.to_thread(proxy.wait_held, 16, 300)
-            assert held == 16, f"only {held} of 16 requests reached the server in 300 s"
-            killed = time.perf_counter()
+            await _all_held(proxy, 24, [*queries, *stock, *streams])
             proxy.kill()
-            stream_errors = await asyncio.wait_for(asyncio.gather(*streams, return_exceptions=True), 30)
-            query_results = await asyncio.wait_for(asyncio.gather(*queries, return_exceptions=True), 30)
-            failed_after = time.perf_counter() - killed
+            killed = time.perf_counter()
+            stream_errors = await asyncio.wait_for(asyncio.gather(*streams, return_exceptions=True), 60)
+            query_results = await asyncio.wait_for(asyncio.gather(*queries, return_exceptions=True), 60)
+            stock_results = await asyncio.wait_for(asyncio.gather(*stock, return_exceptions=True), 60)
             pool.shutdown()
             assert all(isinstance(e, EngineDied) for e in stream_errors), stream_errors
             assert all(0 < n <= EVENTS_BEFORE_THE_KILL for n in received), received  # cut mid-answer
             assert all(isinstance(r, BaseException) for r in query_results), query_results
-            assert failed_after < 5, f"errors came {failed_after:.1f} s after the kill (the bug: 9.45 s)"
+            assert all(isinstance(r, BaseException) for r in stock_results), stock_results
+            # (an error may reach its caller while kill() is still resetting the others: 0 s)
+            ours, theirs = (max(0.0, max(ended) - killed) for ended in (accel_ended, stock_ended))
+            assert ours < 2 * theirs + 1, f"errors {ours:.2f} s after the kill, stock's {theirs:.2f} (bug: 9.45 s)"
 
-            began = time.perf_counter()  # down: a request fails at once, typed, naming the remedy
+            # down: a request fails at once, typed, naming the remedy; a query as fast as stock's
+            began = time.perf_counter()
+            with pytest.raises(Exception):
+                await asyncio.to_thread(build_app(config, store).invoke, question)
+            stock_down = time.perf_counter() - began
+            began = time.perf_counter()
             with pytest.raises(EngineUnavailable) as caught:
                 await engine.run([GenerationRequest(prompt="x", params=SamplingParams(max_tokens=2))])
-            assert time.perf_counter() - began < 2 and "accel up" in caught.value.remedy
+            engine_down = time.perf_counter() - began
             began = time.perf_counter()
             with pytest.raises(Exception):
                 await asyncio.to_thread(wrapped.invoke, question)
-            assert time.perf_counter() - began < 5
+            accel_down = time.perf_counter() - began
+            assert "accel up" in caught.value.remedy
+            assert max(engine_down, accel_down) < 2 * stock_down + 1, (engine_down, accel_down, stock_down)
 
             proxy.revive()  # back on the same port
             after = await engine.run([GenerationRequest(prompt="x = 1", params=SamplingParams(max_tokens=4))])
@@ -105,16 +150,15 @@ async def test_requests_cut_mid_answer_fail_fast_and_the_same_objects_recover(vl
             await engine.stop()
 
 
-async def test_a_real_kill_fails_typed_and_leaves_no_process(tiny_model, tmp_path):
+async def test_a_real_kill_fails_typed_and_leaves_no_process(tiny_model, vllm_server, tmp_path):
     """SIGKILL of a real server's process group with streams in flight. Whether a stream was
     cut or had finished depends on timing; what must hold either way: none ends silently cut,
     none hangs, new requests fail at once, and the same engine object answers once a server is
-    back on the port."""
+    back on the port (the session's server, through a proxy listening on the dead one's port:
+    a second launch would take half a minute and show the client nothing more)."""
     port = free_port()
-    log = tmp_path / "vllm.log"
     server = await launch_server(str(tiny_model), port=port, served_model_name="tiny", max_model_len=2048,
-                                 log_path=log)
-    pids = [server.pid]
+                                 log_path=tmp_path / "vllm.log")
     engine = OpenAIServerEngine(server.base_url, "tiny", connect_timeout_s=30)
     try:
         await engine.start()
@@ -127,13 +171,10 @@ async def test_a_real_kill_fails_typed_and_leaves_no_process(tiny_model, tmp_pat
         with pytest.raises(EngineUnavailable):
             await engine.run([GenerationRequest(prompt="x", params=SamplingParams(max_tokens=2))])
 
-        server = await launch_server(str(tiny_model), port=port, served_model_name="tiny", max_model_len=2048,
-                                     log_path=log)
-        pids.append(server.pid)
-        after = await engine.run([GenerationRequest(prompt="x = 1", params=SamplingParams(max_tokens=4))])
+        with FaultProxy(vllm_server.base_url, port=port):
+            after = await engine.run([GenerationRequest(prompt="x = 1", params=SamplingParams(max_tokens=4))])
         assert after[0].completion_tokens == 4
     finally:
         await engine.stop()
-        for pid in pids:
-            await asyncio.to_thread(stop_pid, pid)
-    assert all(group_members(pid) == [] for pid in pids)
+        await asyncio.to_thread(stop_pid, server.pid)
+    assert group_members(server.pid) == []
