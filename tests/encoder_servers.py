@@ -50,7 +50,9 @@ class PoolingServers:
                     raise RuntimeError(f"the session's {role} server was stopped after its last user, "
                                        "and a later test asked for it: tests/conftest.py's ordering missed it")
                 home = self._tmp.mktemp(f"{role}-server")
-                model = str(packaged_minilm_path()) if role == "embed" else str(build_reranker(home / "rerank"))
+                # the reranker from the default cache, as the stack and CLI tests use it (built once:
+                # a fresh build is about 14 s on a loaded 2-core machine)
+                model = str(packaged_minilm_path()) if role == "embed" else str(build_reranker())
                 handle = asyncio.run(launch_encoder(Settings(home=home), EMBED if role == "embed" else RERANK, model))
                 self._handles[role], self._urls[role] = handle, handle.base_url
                 self.started.append(role)
