@@ -189,7 +189,7 @@ def table(report: dict[str, Any], width: int = 80) -> str:
     cols = _columns(report)
     rows = _rows(report, names)
     first = max(len("system"), *(len(label) for label, _ in rows))
-    widths = [max(len(h), *(len(cells[i]) for _, cells in rows if len(cells) == len(cols))) for i, (h, _, _) in enumerate(cols)]
+    widths = [max([len(h), *(len(cells[i]) for _, cells in rows if len(cells) == len(cols))]) for i, (h, _, _) in enumerate(cols)]
     grid_width = first + sum(len(GAP) + w for w in widths)
     if grid_width > width:
         return _vertical(rows, cols, width)

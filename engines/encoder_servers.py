@@ -29,8 +29,6 @@ log = logging.getLogger("accel.engines.encoder_servers")
 
 EMBED_SERVED_NAME = "all-MiniLM-L6-v2"
 RERANK_SERVED_NAME = "rerank-minilm-l6"
-MAX_MODEL_LEN = 256
-"""MiniLM's own sequence limit (sentence-transformers truncates at 256 word pieces as well)."""
 
 
 @dataclass(frozen=True)
@@ -40,10 +38,13 @@ class EncoderServer:
     role: str  # "embed" or "rerank"
     served_name: str
     args: tuple[str, ...]
+    max_model_len: int
+    """The in-process encoder's own limit: sentence-transformers cuts MiniLM embeddings at 256
+    word pieces, and the cross-encoder's (query, passage) pairs at its tokenizer's 512."""
 
 
-EMBED = EncoderServer("embed", EMBED_SERVED_NAME, ("--runner", "pooling", "--convert", "embed"))
-RERANK = EncoderServer("rerank", RERANK_SERVED_NAME, ("--runner", "pooling"))
+EMBED = EncoderServer("embed", EMBED_SERVED_NAME, ("--runner", "pooling", "--convert", "embed"), 256)
+RERANK = EncoderServer("rerank", RERANK_SERVED_NAME, ("--runner", "pooling"), 512)
 
 
 def pooling_args(server: EncoderServer) -> list[str]:
@@ -58,7 +59,7 @@ async def launch_encoder(cfg: Settings, server: EncoderServer, model: str, *, po
     log_path = cfg.home / "logs" / f"vllm-{server.role}-server.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log.info("starting the %s pooling server for %s", server.role, model)
-    return await launch_server(str(Path(model)), port=port, max_model_len=MAX_MODEL_LEN, log_path=log_path,
+    return await launch_server(str(Path(model)), port=port, max_model_len=server.max_model_len, log_path=log_path,
                                served_model_name=server.served_name, extra_args=pooling_args(server),
                                env=home_tag(cfg.home))
 

@@ -61,8 +61,10 @@ HOSTED_HOSTS = ("api.openai.com",)
 """Hosted APIs: their clients are left alone (the floor does not route them either)."""
 
 EMBED_FIELDS = frozenset({"model", "dimensions", "encoding_format", "user"})
-"""Request fields beside `input` a lowered Embed reproduces; others (`extra_body`,
-`extra_headers`, `timeout`, ...) keep the client on the floor."""
+"""Request fields beside `input` a lowered Embed reproduces, with the flat fields of an
+`extra_body` (the SDK merges them into the body: vLLM's `truncate_prompt_tokens`, ...); others
+(`extra_headers`, `timeout`, ...) keep the client on the floor."""
+_FLAT = (str, int, float, bool)
 
 
 def openai_embed_engine(*clients: Any) -> EngineSpec | str:
@@ -97,9 +99,17 @@ def embed_params(fields: dict[str, Any]) -> tuple[tuple[str, Any], ...] | str:
     (model, dimensions, ...; not `input`), or why they are not reproduced. The SDK asks for
     base64 when no `encoding_format` is given and decodes it, as the engine does; an explicit
     "base64" is handed to the caller undecoded, so it stays on the floor."""
+    fields = dict(fields)
+    extra_body = fields.pop("extra_body", None)
     extra = sorted(set(fields) - EMBED_FIELDS)
     if extra:
         return f"request options {extra} are not lowered"
+    if extra_body is not None:
+        if not isinstance(extra_body, dict) or not all(isinstance(v, _FLAT) for v in extra_body.values()):
+            return "an extra_body with nested values is not lowered"
+        if set(extra_body) & (set(fields) | {"input"}):
+            return "an extra_body that overrides a request field is not lowered"
+        fields |= extra_body
     if any(value is None for value in fields.values()):
         return "a request field set to None"
     body = {"encoding_format": "base64", **fields}

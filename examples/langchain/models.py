@@ -15,6 +15,8 @@ from ..stack import StackConfig, sqlalchemy_url
 
 CHUNK_SIZE = 256
 CHUNK_OVERLAP = 30
+TRUNCATE = {"truncate_prompt_tokens": 256}
+"""vLLM's embeddings option: inputs longer than the embedder's 256 tokens are cut, not refused."""
 
 
 def chat_model(config: StackConfig, *, max_tokens: int | None = None) -> Any:
@@ -34,9 +36,10 @@ def embeddings(config: StackConfig) -> Any:
     if config.embed_base_url:
         from langchain_openai import OpenAIEmbeddings
 
-        # the server counts tokens itself; tiktoken's check would need a download and sends token ids
+        # the server counts tokens itself (tiktoken's check would need a download and sends token
+        # ids) and cuts a chunk at the embedder's 256 tokens, as sentence-transformers does in-process
         return OpenAIEmbeddings(base_url=config.embed_base_url, model=config.embed_model_name, api_key="EMPTY",
-                                check_embedding_ctx_length=False, max_retries=0)
+                                check_embedding_ctx_length=False, max_retries=0, model_kwargs={"extra_body": TRUNCATE})
     from langchain_huggingface import HuggingFaceEmbeddings
 
     return HuggingFaceEmbeddings(model_name=config.embed_model, model_kwargs={"device": "cpu"})

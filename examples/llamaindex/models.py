@@ -41,8 +41,11 @@ def embed_model(config: StackConfig) -> Any:
     if config.embed_base_url:
         from llama_index.embeddings.openai_like import OpenAILikeEmbedding
 
+        # chunks of 256 tokens of LlamaIndex's tokenizer can exceed MiniLM's 256: the server cuts
+        # them (vLLM's truncate_prompt_tokens), as sentence-transformers does in-process
         return OpenAILikeEmbedding(model_name=str(config.embed_model_name), api_base=config.embed_base_url,
-                                   api_key="EMPTY", max_retries=0)
+                                   api_key="EMPTY", max_retries=0,
+                                   additional_kwargs={"extra_body": {"truncate_prompt_tokens": 256}})
     return HuggingFaceEmbedding(model_name=config.embed_model, device="cpu")
 
 

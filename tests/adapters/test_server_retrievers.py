@@ -226,10 +226,31 @@ def test_langchain_tiktoken_client_stays_on_the_floor_and_stock_equal(
     assert sent_inputs(embedding_requests(embed_proxy)) == sent_inputs(stock_requests)
 
 
+def test_langchain_extra_body_fields_are_lowered_with_stocks_request(pg_dsn: str, lc_collection: str,
+                                                                     embed_proxy: RecordingProxy) -> None:
+    """vLLM's `truncate_prompt_tokens` (how a self-hosted app keeps long chunks within the
+    embedder's 256 tokens) travels in `extra_body`, which the SDK merges into the body."""
+    from langchain_openai import OpenAIEmbeddings
+
+    embeddings = OpenAIEmbeddings(base_url=embed_proxy.url + "/v1", model=EMBED_SERVED_NAME, api_key="EMPTY",
+                                  check_embedding_ctx_length=False,
+                                  model_kwargs={"extra_body": {"truncate_prompt_tokens": 256}})
+    retriever = lc_retriever(pg_dsn, lc_collection, embeddings)
+    fast = accel.wrap(retriever)
+    assert {Kind.EMBED, Kind.SEARCH} <= kinds(fast.template.graph), fast.explain()
+    embedding_requests(embed_proxy)
+    stock = retriever.invoke(QUESTIONS[1])
+    stock_bodies = [r.body for r in embedding_requests(embed_proxy)]
+    assert lc_docs(fast.invoke(QUESTIONS[1])) == lc_docs(stock)
+    assert [r.body for r in embedding_requests(embed_proxy)] == stock_bodies
+    assert stock_bodies[0]["truncate_prompt_tokens"] == 256
+
+
 @pytest.mark.parametrize(("options", "why"), [
     ({"base_url": None}, "a hosted API (api.openai.com)"),
     ({"model_kwargs": {"encoding_format": "base64"}}, "encoding_format='base64' is handed back undecoded"),
-    ({"model_kwargs": {"extra_body": {"truncate_prompt_tokens": 8}}}, "request options ['extra_body'] are not lowered"),
+    ({"model_kwargs": {"extra_body": {"truncate_prompt_tokens": {"max": 8}}}}, "an extra_body with nested values is not lowered"),
+    ({"model_kwargs": {"extra_body": {"model": "another"}}}, "an extra_body that overrides a request field is not lowered"),
     ({"default_headers": {"X-Tenant": "docs"}}, "its client sends headers or query parameters of its own"),
 ])
 def test_langchain_clients_a_lowered_embed_cannot_reproduce_stay_on_the_floor(

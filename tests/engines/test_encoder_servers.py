@@ -118,3 +118,19 @@ def test_errors_name_the_engine_cause_and_remedy(rerank_url: str) -> None:
         asyncio.run(_run(RerankServerEngine(dead, RERANK_SERVED_NAME), [("q", "d")]))
     with pytest.raises(EngineUnavailable, match="ACCEL_EMBED_BASE_URL"):
         asyncio.run(_run(EmbeddingServerEngine(dead), [ServerEmbedRequest("q", (("model", "m"),))]))
+
+
+def test_a_pair_past_256_tokens_scores_as_the_in_process_cross_encoder(rerank_url: str) -> None:
+    """A 256-token chunk and its question run past 256 word pieces; the in-process cross-encoder
+    scores such pairs (its tokenizer's limit is 512), so the rerank server must too (its
+    max_model_len follows the encoder's own limit, not the embedder's 256)."""
+    from sentence_transformers import CrossEncoder
+
+    from accel.engines.offline.reranker import build_reranker
+
+    passage = " ".join(f"heap item {i} is pushed and popped in order" for i in range(40))
+    pair = ("how do I push an item onto a heap?", passage)
+    model = CrossEncoder(str(build_reranker()), device="cpu")
+    assert len(model.tokenizer(*pair)["input_ids"]) > 300
+    scores = asyncio.run(_run(RerankServerEngine(rerank_url, RERANK_SERVED_NAME), [pair]))
+    assert scores == pytest.approx([float(model.predict([pair])[0])], rel=1e-4)
