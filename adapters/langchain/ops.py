@@ -244,6 +244,73 @@ class RerankOp:
         return [doc for doc, _ in ranked[: self.top_n]]
 
 
+@dataclass(frozen=True)
+class CompressOp:
+    """ContextualCompressionRetriever's compression after its (lowered) base retrieval, run as
+    stock's `_get_relevant_documents` / `_aget_relevant_documents` run it: no documents, no
+    call (`[]`); else `list(compressor.compress_documents(docs, query, callbacks=...))` on
+    the caller's thread, or `acompress_documents` on the caller's loop for async callers, with
+    `callbacks` the child manager of the retriever's run (`spec`), so the compressor's own runs
+    hang under it, and as current config the one the retriever was invoked with."""
+
+    compressor: Any
+    spec: int = 0
+    alone: bool = False
+    """The retriever is the wrapped object itself (no parent step sets its config)."""
+
+    async def compute(self, values: dict[str, Any]) -> Any:
+        from langchain_core.runnables.config import set_config_context
+
+        docs, query = values["docs"], values["query"]
+        if not docs:
+            return []
+        context_config, callbacks = _compression_config(values, self.spec, self.alone)
+        compressor, caller = self.compressor, values["caller"]
+        if caller is not None and caller.asynchronous:
+            async def step() -> Any:
+                managers = _async_manager(callbacks)
+                if context_config is None:
+                    return list(await compressor.acompress_documents(docs, query, callbacks=managers))
+                with set_config_context(context_config) as context:
+                    return list(await asyncio.create_task(compressor.acompress_documents(docs, query, callbacks=managers), context=context))
+
+            return await caller.acall(step)
+
+        def call() -> Any:
+            if context_config is None:
+                return list(compressor.compress_documents(docs, query, callbacks=callbacks))
+            with set_config_context(context_config) as context:
+                return list(context.run(compressor.compress_documents, docs, query, callbacks=callbacks))
+
+        if caller is None:  # a query started without a caller (accel's own runs, benchmarks)
+            from accel.caller import user_code_pool
+
+            return await asyncio.get_running_loop().run_in_executor(user_code_pool(), contextvars.copy_context().run, call)
+        return await caller.call(call)
+
+
+def _compression_config(values: dict[str, Any], spec: int, alone: bool) -> tuple[Any, Any]:
+    """(the current config stock's compressor runs under, None to leave the caller's as it
+    is; the callback manager it is handed). Stock's retriever sets no config of its own: in a
+    chain the current one is the config its parent step handed it (its run's config); wrapped
+    alone (`alone`), whatever the caller's context holds."""
+    config = step_config(values, None, spec)
+    tree = values.get("runs")
+    if alone:
+        return None, config["callbacks"]
+    return (config if tree is None else tree._run_of(spec).config), config["callbacks"]
+
+
+def _async_manager(manager: Any) -> Any:
+    """The AsyncCallbackManager stock's async retriever run hands out as its child (same
+    handlers, parent, tags and metadata as the sync `manager`)."""
+    from langchain_core.callbacks import AsyncCallbackManager
+
+    return AsyncCallbackManager(handlers=list(manager.handlers), inheritable_handlers=list(manager.inheritable_handlers),
+                                parent_run_id=manager.parent_run_id, tags=list(manager.tags), inheritable_tags=list(manager.inheritable_tags),
+                                metadata=dict(manager.metadata), inheritable_metadata=dict(manager.inheritable_metadata))
+
+
 def unique_union(line_docs: list[list[Any]], original: list[Any] | None = None) -> list[Any]:
     """MultiQueryRetriever.unique_union over the documents of every query, in query order."""
     documents = [doc for docs in line_docs for doc in docs] + list(original or [])

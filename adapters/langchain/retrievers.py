@@ -4,9 +4,10 @@ Rerank, multi-query expansion -> Decode (lines) feeding Embed + Search per gener
 Only configurations whose stock behaviour the primitives reproduce exactly are lowered
 (similarity search on langchain-postgres PGVector with HuggingFaceEmbeddings or a server's
 OpenAIEmbeddings, CrossEncoderReranker over HuggingFaceCrossEncoder); the rest run as-is (their
-engine calls still captured by the floor). A server embedding that could be lowered but for
-one of its options is a lowering lost (`explain.lost_lowering`): logged and counted per reason,
-and shown as opaque in `explain()`.
+engine calls still captured by the floor). A compression retriever with any other compressor
+keeps its base retriever lowered and runs the compressor as user code, as stock calls it. A
+server embedding that could be lowered but for one of its options is a lowering lost
+(`explain.lost_lowering`): logged and counted per reason, and shown as opaque in `explain()`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from accel.adapters.common.bindings import EngineSpec
 from accel.adapters.common.classes import is_exactly, loaded_class
 from accel.adapters.common.explain import lost_lowering
 from accel.adapters.common.server_encoders import embed_params, openai_embed_engine
-from accel.adapters.langchain.ops import EmbedTextsOp, RerankOp, SearchOp, unique_union
+from accel.adapters.langchain.ops import CompressOp, EmbedTextsOp, RerankOp, SearchOp, unique_union
 from accel.adapters.langchain.tables import pgvector_collection
 from accel.engines.base import TableLayout
 from accel.ir import Kind, Ref
@@ -162,20 +163,46 @@ def search(cap: Any, plan: VectorPlan, query: Ref, *, many: bool) -> Ref:
 
 
 def compression(cap: Any, retriever: Any, x: Ref) -> Ref:
-    from accel.adapters.langchain.capture import Opaque
-
+    """CrossEncoderReranker over HuggingFaceCrossEncoder -> Rerank after the base retrieval.
+    Any other compressor runs as user code (`CompressOp`, as stock calls it) after the base
+    retriever, which is still lowered; with no engine work in the base retriever either, the
+    whole retriever runs as-is."""
     compressor = retriever.base_compressor
-    reranker_cls = loaded_class("langchain_classic.retrievers.document_compressors.cross_encoder_rerank", "CrossEncoderReranker")
-    encoder_cls = loaded_class("langchain_community.cross_encoders.huggingface", "HuggingFaceCrossEncoder")
-    if reranker_cls is None or type(compressor) is not reranker_cls:
-        raise Opaque(f"compressor {type(compressor).__name__} runs as-is")
-    if encoder_cls is None or type(compressor.model) is not encoder_cls or compressor.model.model_kwargs not in _CPU_ONLY:
-        raise Opaque(f"cross-encoder {type(compressor.model).__name__} is scored by its own code")
+    why = _rerank_refusal(compressor)
+    if why is not None:
+        return user_compression(cap, retriever, x, why)
     docs = cap.lower(retriever.base_retriever, x)
     engine = cap.engine(bindings.reranker(str(compressor.model.model_name)))
     cap.note(retriever, True, f"Rerank top_n={compressor.top_n}")
     return cap.add(Kind.RERANK, "rerank", engine=engine, inputs={"query": x, "docs": docs}, op=RerankOp(compressor.top_n),
                    attrs={"batchable": False})
+
+
+def _rerank_refusal(compressor: Any) -> str | None:
+    """Why `compressor` is not a Rerank primitive (None: it is one)."""
+    reranker_cls = loaded_class("langchain_classic.retrievers.document_compressors.cross_encoder_rerank", "CrossEncoderReranker")
+    encoder_cls = loaded_class("langchain_community.cross_encoders.huggingface", "HuggingFaceCrossEncoder")
+    if reranker_cls is None or type(compressor) is not reranker_cls:
+        return f"compressor {type(compressor).__name__} has no lowering"
+    if encoder_cls is None or type(compressor.model) is not encoder_cls or compressor.model.model_kwargs not in _CPU_ONLY:
+        return f"cross-encoder {type(compressor.model).__name__} is scored by its own code"
+    return None
+
+
+def user_compression(cap: Any, retriever: Any, x: Ref, why: str) -> Ref:
+    """The base retriever lowered, then the compressor as user code (`CompressOp`): its
+    callbacks are the retriever run's child, as stock hands them, so its own runs match."""
+    from accel.adapters.langchain.capture import Opaque
+
+    if not cap.has_engine_work(retriever.base_retriever):
+        raise Opaque(f"{why}, and its base retriever has no engine work to lower")
+    docs = cap.lower(retriever.base_retriever, x)
+    name = type(retriever.base_compressor).__name__
+    cap.note(retriever, True, f"base retriever lowered; {why}: its compress_documents runs as user code")
+    alone = cap.leaf_root and retriever is cap.first_step
+    op = CompressOp(retriever.base_compressor, spec=cap._parent, alone=alone)  # _parent: the retriever's own run spec
+    inputs = {"query": x, "docs": docs, "config": cap.config, "run": cap.run, "runs": cap.runs_in, "caller": cap.caller}
+    return cap.add(Kind.CALL, f"call:{name}.compress_documents:", inputs=inputs, op=op)
 
 
 _LEGACY_LLM_CHAINS = (("langchain_classic.chains.llm", "LLMChain"), ("langchain.chains.llm", "LLMChain"))  # 1.x, 0.x
