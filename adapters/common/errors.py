@@ -3,7 +3,8 @@
 accel's OpenAI engine reports a prompt longer than the server's context as `PromptTooLong`; a
 stock app's OpenAI client gets the same HTTP 400 from the same server and raises
 `openai.BadRequestError`. An unreachable or dead LLM server is `openai.APIConnectionError` to
-the stock client. A Postgres that cannot be reached is SQLAlchemy's `OperationalError` to the
+the stock client, and so is an unreachable embedding server to a stock `OpenAIEmbeddings` /
+`OpenAIEmbedding` whose retriever accel lowered. A Postgres that cannot be reached is SQLAlchemy's `OperationalError` to the
 frameworks' PGVector stores (LlamaIndex's async path, on asyncpg, gets the socket's own
 error: `ConnectionRefusedError`, `FileNotFoundError` for a Unix socket). Wrapped apps re-raise those (chaining accel's error, which names the
 engine and the remedy), so an app's `except` clauses keep working.
@@ -45,6 +46,22 @@ def stock_llm_error(err: EngineError, llm_engines: set[str]) -> Exception:
 
         return openai.APIConnectionError(request=httpx.Request("POST", "http://accel/v1/chat/completions"))
     return err
+
+
+EMBED_SERVER = "embed-server:"
+"""The prefix of an embedding server engine's name (`engines/embed_server.py`), its base URL after."""
+
+
+def stock_embed_error(err: EngineError) -> Exception:
+    """The OpenAI client's exception for an embedding server that cannot be reached or died,
+    else accel's own typed error."""
+    if not err.engine.startswith(EMBED_SERVER) or not isinstance(err, (EngineUnavailable, EngineDied)):
+        return err
+    import httpx
+    import openai
+
+    url = err.engine.removeprefix(EMBED_SERVER).rstrip("/") + "/embeddings"
+    return openai.APIConnectionError(request=httpx.Request("POST", url))
 
 
 def stock_vectordb_error(err: EngineError, *, asyncpg: bool = False) -> Exception:

@@ -34,7 +34,7 @@ from typing import Any
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import ensure_config, get_callback_manager_for_config, patch_config
 
-from accel.adapters.common.errors import stock_llm_error, stock_vectordb_error
+from accel.adapters.common.errors import stock_embed_error, stock_llm_error, stock_vectordb_error
 from accel.adapters.common.explain import draw, explain_text
 from accel.adapters.langchain.capture import Capture, Step, pass_context
 from accel.adapters.langchain.runs import RunTree
@@ -222,6 +222,8 @@ class WrappedRunnable(StockRuns, Runnable[Any, Any]):
                 stock = self._models[0].stock_error(stock)
             if stock is err:
                 stock = stock_vectordb_error(err)
+            if stock is err:
+                stock = stock_embed_error(err)
             if stock is err:
                 raise err
             raise stock from err

@@ -33,7 +33,7 @@ from accel.engines.errors import EngineError, PromptTooLong
 
 from . import events
 from .bindings import Unbound, bind_llm
-from .errors import stock_error, stock_llm_error, stock_vectordb_error
+from .errors import stock_embed_error, stock_error, stock_llm_error, stock_vectordb_error
 from .prompts import QUERY_PORT, PlanMismatch
 from .retrieval import RetrievalPlan, plan_retrieval
 from .streaming import StreamedRun
@@ -178,10 +178,13 @@ class WrappedQueryEngine(BaseQueryEngine):
 
     def _stock_error(self, err: EngineError, *, asynchronous: bool) -> Exception:
         """What the stock engine raises for an engine that is down: its OpenAI client's error
-        for the LLM, its PGVectorStore's for Postgres (asyncpg on the async path)."""
+        for the LLM and for a lowered server embedding, its PGVectorStore's for Postgres
+        (asyncpg on the async path)."""
         llm = {self._session.get_engine(self._synthesis.engine_name).name} if self._synthesis else set()
         stock = stock_llm_error(err, llm)
-        return stock if stock is not err else stock_vectordb_error(err, asyncpg=asynchronous)
+        if stock is err:
+            stock = stock_vectordb_error(err, asyncpg=asynchronous)
+        return stock if stock is not err else stock_embed_error(err)
 
     def _new_run(self) -> WrappedRun:
         return WrappedRun(app=type(self._original).__name__, session=self._session)

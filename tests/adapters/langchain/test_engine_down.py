@@ -4,6 +4,8 @@ called the way it refuses. Code that catches the stock exception must keep worki
 - Postgres down under a chain with user code before its retriever (no stock re-run is allowed
   once user code ran): SQLAlchemy's `OperationalError`, as stock, sync and async.
 - vLLM down: `openai.APIConnectionError`, as stock.
+- An embedding server down under a lowered retriever over `OpenAIEmbeddings`:
+  `openai.APIConnectionError`, as stock.
 - An async call over a sync-mode PGVector (or a sync call over an async-mode one): stock's
   `AssertionError`, where accel used to answer (and raised it only when Postgres was down)."""
 
@@ -82,6 +84,26 @@ async def test_llm_down_raises_what_stock_raises(vectorstore, asynchronous):
     expected = await _raised(_rag(vectorstore, dead), asynchronous)
     ours = await _raised(accel.wrap(_rag(vectorstore, dead)), asynchronous)
     assert type(ours) is type(expected), (ours, expected)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+async def test_embedding_server_down_after_user_code_raises_what_stock_raises(pg_dsn, asynchronous):
+    """The retriever over server embeddings is lowered (its Embed runs on accel's server
+    engine), and the user code before it has run when the Embed finds the server gone. The
+    chat model is a fake, so the only engine that can fail is the embedding server."""
+    from langchain_core.language_models import FakeListChatModel
+    from langchain_openai import OpenAIEmbeddings
+
+    chat_model = FakeListChatModel(responses=["an answer"])
+    dead = OpenAIEmbeddings(base_url=f"http://127.0.0.1:{free_port()}/v1", model="minilm", api_key="EMPTY",
+                            check_embedding_ctx_length=False, max_retries=0)
+    store = _store(pg_dsn, dead, [], async_mode=asynchronous)
+    fast = accel.wrap(_rag(store, chat_model))
+    assert "Embed (server minilm)" in fast.explain(), fast.explain()
+    expected = await _raised(_rag(store, chat_model), asynchronous)
+    ours = await _raised(fast, asynchronous)
+    assert type(ours) is type(expected), (ours, expected)
+    assert isinstance(ours.__cause__, EngineError)
 
 
 @pytest.mark.parametrize("async_mode", [False, True], ids=["sync-store", "async-store"])

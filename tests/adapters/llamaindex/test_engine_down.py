@@ -67,3 +67,22 @@ async def test_llm_down_raises_what_stock_raises(pg_index, embed_model, vllm_ser
     expected = await _raised(index.as_query_engine(llm=llm, similarity_top_k=2), asynchronous)
     ours = await _raised(accel.wrap(index.as_query_engine(llm=llm, similarity_top_k=2)), asynchronous)
     assert type(ours) is type(expected), (ours, expected)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+async def test_embedding_server_down_raises_what_stock_raises(pg_dsn, embed_model, asynchronous):
+    """The query's embedding is lowered onto accel's server engine (`OpenAILikeEmbedding`), and
+    the server is gone: the OpenAI client's `APIConnectionError`, as stock. The LLM is a mock,
+    so the only engine that can fail is the embedding server."""
+    from llama_index.core.llms import MockLLM
+    from llama_index.embeddings.openai_like import OpenAILikeEmbedding
+
+    dead = OpenAILikeEmbedding(model_name="minilm", api_base=f"http://127.0.0.1:{free_port()}/v1", api_key="EMPTY",
+                               max_retries=0)
+    index = _index(pg_dsn, embed_model)
+    fast = accel.wrap(index.as_query_engine(llm=MockLLM(), similarity_top_k=2, embed_model=dead))
+    assert "OpenAILikeEmbedding -> Embed" in fast.explain(), fast.explain()
+    expected = await _raised(index.as_query_engine(llm=MockLLM(), similarity_top_k=2, embed_model=dead), asynchronous)
+    ours = await _raised(fast, asynchronous)
+    assert type(ours) is type(expected), (ours, expected)
+    assert isinstance(ours.__cause__, EngineError)
