@@ -41,6 +41,8 @@ def llm_bodies(proxy: Any) -> tuple[list[str], int]:
             continue
         body = {k: v for k, v in (request.body or {}).items() if k not in _TRANSPORT and v is not None}
         prompt = body.get("prompt")
+        if prompt == [0] and body.get("max_tokens") == 1 and "priority" in (request.body or {}):
+            continue  # the engine's one probe for priority support at start (openai_client.py), no warm-up
         if isinstance(prompt, list) and prompt and isinstance(prompt[0], int):
             warmups += 1
             continue
