@@ -50,6 +50,12 @@ class StackConfig:
     """A rerank server in Cohere's v2 shape (`/v2/rerank`); None: `rerank_model` in-process."""
     rerank_model_name: str | None = None
 
+    @classmethod
+    def from_stack(cls, info: object, **overrides: object) -> StackConfig:
+        """The config of a running stack (`accel up`'s record: any object with these fields)."""
+        names = ("openai_base_url", "model", "pg_dsn", "embed_model", "rerank_model", *_OPTIONAL_ENV)
+        return cls(**{name: getattr(info, name, None) for name in names}, **overrides)  # type: ignore[arg-type]
+
 
 def _state_file() -> Path:
     home = os.environ.get("ACCEL_HOME", "").strip()

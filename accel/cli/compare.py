@@ -109,9 +109,7 @@ def _stack_config(info: Any) -> Any:
     """The examples' view of a stack whose encoders are servers."""
     from accel.examples.stack import StackConfig
 
-    return StackConfig(info.openai_base_url, info.model, info.pg_dsn, info.embed_model, info.rerank_model,
-                       embed_base_url=info.embed_base_url, embed_model_name=info.embed_model_name,
-                       rerank_base_url=info.rerank_base_url, rerank_model_name=info.rerank_model_name)
+    return StackConfig.from_stack(info)
 
 
 def _command(name: str) -> Callable[..., None]:

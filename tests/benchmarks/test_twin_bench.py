@@ -26,10 +26,7 @@ def twin_stack(tmp_path_factory: pytest.TempPathFactory, postgres_factory) -> It
                    llm_model=str(build_llm("tiny")))
     info = asyncio.run(up_twin("h100-8b", cfg))
     try:
-        yield StackConfig(info.openai_base_url, info.model, info.pg_dsn, info.embed_model, info.rerank_model,
-                          max_tokens=12, context_window=2048, embed_base_url=info.embed_base_url,
-                          embed_model_name=info.embed_model_name, rerank_base_url=info.rerank_base_url,
-                          rerank_model_name=info.rerank_model_name)
+        yield StackConfig.from_stack(info, max_tokens=12, context_window=2048)
     finally:
         local.down(cfg)
 
