@@ -16,6 +16,33 @@ def _env(name: str) -> str | None:
     return value or None
 
 
+_OFF = ("0", "false", "off", "no")
+_ON = ("1", "true", "yes", "on")
+
+
+def _switch(name: str, default: bool) -> bool:
+    """A yes/no variable: unset keeps `default`; "0/false/off/no" is off and, when the default
+    is off, only "1/true/yes/on" turns it on."""
+    value = (_env(name) or "").lower()
+    if not value:
+        return default
+    return value not in _OFF if default else value in _ON
+
+
+def _count(name: str) -> int | None:
+    value = _env(name)
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{name}={value!r} is not a whole number. Remedy: set it to a count, or unset it.") from None
+
+
+def _listed(name: str) -> tuple[str, ...]:
+    return tuple(u.strip() for u in (_env(name) or "").split(",") if u.strip())
+
+
 def accel_home() -> Path:
     """Cache root for built models, the embedded Postgres, profiles and the stack state."""
     return Path(_env("ACCEL_HOME") or Path.home() / ".cache" / "accel")
@@ -35,6 +62,23 @@ class Settings:
     rerank_base_url: str | None = field(default_factory=lambda: _env("ACCEL_RERANK_BASE_URL"))
     """A running rerank server (`/score`, `/rerank`) that `accel up` records instead of starting one."""
     kv_cache_gib: int = field(default_factory=lambda: int(_env("VLLM_CPU_KVCACHE_SPACE") or 2))
+    home_from_env: bool = field(default_factory=lambda: _env("ACCEL_HOME") is not None)
+    """Whether `home` came from ACCEL_HOME (commands the CLI prints then name it)."""
+    auto: bool = field(default_factory=lambda: _switch("ACCEL_AUTO", False))
+    """ACCEL_AUTO: framework entry points run through `accel.wrap` (`accel.patches`)."""
+    host_llm: str | None = field(default_factory=lambda: _env("ACCEL_HOST_LLM"))
+    """ACCEL_HOST_LLM: `<base URL>` or `<base URL>=<model>` that `accel.hosting` serves in process."""
+    program_priority: bool = field(default_factory=lambda: _switch("ACCEL_PROGRAM_PRIORITY", True))
+    """ACCEL_PROGRAM_PRIORITY: program-aware LLM priorities (off: every captured call at 0)."""
+    learned_prefill: bool = field(default_factory=lambda: _switch("ACCEL_LEARNED_PREFILL", True))
+    """ACCEL_LEARNED_PREFILL: learned prefill of the floor's programs. To be removed (issue 28,
+    step 3): `WrapOptions.disabled_passes` becomes its only switch."""
+    ray_address: str | None = field(default_factory=lambda: _env("ACCEL_RAY_ADDRESS"))
+    """ACCEL_RAY_ADDRESS (`host:port`, `auto` or `local`): embedders and rerankers run as Ray actors."""
+    replicas: int | None = field(default_factory=lambda: _count("ACCEL_REPLICAS"))
+    """ACCEL_REPLICAS: Ray actor replicas per engine (None: `engines.scaleout.DEFAULT_REPLICAS`)."""
+    openai_replica_urls: tuple[str, ...] = field(default_factory=lambda: _listed("ACCEL_OPENAI_REPLICA_URLS"))
+    """ACCEL_OPENAI_REPLICA_URLS (comma-separated): vLLM servers serving one model together."""
 
     @property
     def models_dir(self) -> Path:

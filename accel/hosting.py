@@ -13,11 +13,12 @@ call, `GET /models`) still needs a real server there.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+from accel.config import settings
 
 __all__ = ["HostedLLM", "host_llm", "hosted_llm", "unhost_llm"]
 
@@ -84,10 +85,10 @@ def hosted_llm(base_url: str) -> HostedLLM | None:
 
 
 def _from_env(url: str) -> HostedLLM | None:
-    value = os.environ.get("ACCEL_HOST_LLM", "").strip()
-    if not value:
+    cfg = settings()
+    if cfg.host_llm is None:
         return None
-    listed, _, model = value.partition("=")
+    listed, _, model = cfg.host_llm.partition("=")
     if _normal(listed) != url:
         return None
-    return HostedLLM(url, model.strip() or os.environ.get("ACCEL_LLM_MODEL") or None)
+    return HostedLLM(url, model.strip() or cfg.llm_model)

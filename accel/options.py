@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # `import accel` stays light: the runtime loads on first use
-    from accel.runtime.policies import PolicyName
+if TYPE_CHECKING:  # `import accel` stays light: the IR and the engines load on first use
+    from accel.types import PolicyName
 
 
 class OptionsError(ValueError):
@@ -33,11 +33,11 @@ class WrapOptions:
 
     def __post_init__(self) -> None:
         from accel.passes import PASSES, PROGRAM_PASSES
-        from accel.runtime.policies import POLICIES
+        from accel.types import POLICY_NAMES
 
         object.__setattr__(self, "disabled_passes", tuple(self.disabled_passes))
-        if self.policy not in POLICIES:
-            raise OptionsError(f"accel.wrap: unknown policy {self.policy!r}. Remedy: use one of {sorted(POLICIES)}.")
+        if self.policy not in POLICY_NAMES:
+            raise OptionsError(f"accel.wrap: unknown policy {self.policy!r}. Remedy: use one of {sorted(POLICY_NAMES)}.")
         unknown = [name for name in self.disabled_passes if name not in PASSES and name not in PROGRAM_PASSES]
         if unknown:
             raise OptionsError(f"accel.wrap: unknown pass(es) {unknown} in disabled_passes. "

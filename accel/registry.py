@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from accel.engines.base import Engine
     from accel.ir import Graph, Template
-    from accel.runtime.limits import EngineLimits
+    from accel.types import EngineLimits
 
 
 @runtime_checkable

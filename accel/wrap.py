@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from accel.options import WrapOptions
 
 if TYPE_CHECKING:
-    from accel.runtime.policies import PolicyName
+    from accel.types import PolicyName
 
 log = logging.getLogger("accel.wrap")
 

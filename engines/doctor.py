@@ -16,43 +16,38 @@ ACCEL_EMBED_BASE_URL / ACCEL_RERANK_BASE_URL)."""
 
 
 def make_engines(info: StackInfo | None, *, embed_model: str | None = None, rerank_model: str | None = None) -> dict[str, Callable[[], Engine]]:
-    """Factories for the engines apps reach: ACCEL_PG_DSN / ACCEL_OPENAI_BASE_URL where set
-    (examples and benches use them before the state file), else what `accel up` recorded; a
-    missing stack leaves the LLM and DB unconfigured."""
+    """Factories for the engines apps reach (from the engine catalogue): ACCEL_PG_DSN /
+    ACCEL_OPENAI_BASE_URL where set (examples and benches use them before the state file),
+    else what `accel up` recorded; a missing stack leaves the LLM and DB unconfigured."""
     from accel.config import settings
 
-    from .embeddings import SentenceTransformerEmbedder
-    from .llm.openai_client import OpenAIServerEngine
-    from .reranker import CrossEncoderReranker
-    from .search import BM25Backend, SearchEngine
-    from .vectordb.engine import PgVectorEngine
+    from . import catalogue
 
     factories: dict[str, Callable[[], Engine]] = {
-        "embed": lambda: SentenceTransformerEmbedder(embed_model or (info.embed_model if info else None)),
-        "rerank": lambda: CrossEncoderReranker(rerank_model or (info.rerank_model if info else None)),
-        "search": lambda: SearchEngine(BM25Backend()),
+        "embed": catalogue.embedder(embed_model or (info.embed_model if info else None)).factory,
+        "rerank": catalogue.reranker(rerank_model or (info.rerank_model if info else None)).factory,
+        "search": catalogue.search().factory,
     }
     cfg = settings()
     dsn = cfg.pg_dsn or (info.pg_dsn if info else None)
     base_url = cfg.openai_base_url or (info.openai_base_url if info else None)
     model = (info.model if info else None) or cfg.llm_model
     if base_url and model:
-        factories["llm"] = lambda: OpenAIServerEngine(base_url, model)
+        factories["llm"] = catalogue.openai_server(base_url, model).factory
     if dsn:
-        factories["vectordb"] = lambda: PgVectorEngine(dsn)
+        factories["vectordb"] = catalogue.pgvector(dsn).factory
     factories.update(_server_encoders(info))
     return factories
 
 
 def _server_encoders(info: StackInfo | None) -> dict[str, Callable[[], Engine]]:
-    from .embed_server import EmbeddingServerEngine
-    from .rerank_server import RerankServerEngine
+    from . import catalogue
 
     found: dict[str, Callable[[], Engine]] = {}
     if info is not None and info.embed_base_url:
-        found["embed-server"] = lambda: EmbeddingServerEngine(info.embed_base_url)
+        found["embed-server"] = catalogue.embed_server(info.embed_base_url).factory
     if info is not None and info.rerank_base_url and info.rerank_model_name:
-        found["rerank-server"] = lambda: RerankServerEngine(info.rerank_base_url, info.rerank_model_name)
+        found["rerank-server"] = catalogue.rerank_server(info.rerank_base_url, info.rerank_model_name).factory
     return found
 
 

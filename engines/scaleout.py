@@ -13,18 +13,14 @@ Postgres stays one server behind the engine's connection pool.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
+
+from accel.config import settings
 
 from .base import Engine
 
 log = logging.getLogger("accel.engines.scaleout")
 DEFAULT_REPLICAS = 2
-
-
-def _env(name: str) -> str | None:
-    value = os.environ.get(name, "").strip()
-    return value or None
 
 
 def _state() -> object | None:
@@ -38,19 +34,18 @@ def _state() -> object | None:
 
 
 def ray_address() -> str | None:
-    return _env("ACCEL_RAY_ADDRESS") or getattr(_state(), "ray_address", None)
+    return settings().ray_address or getattr(_state(), "ray_address", None)
 
 
 def replica_count() -> int:
-    value = _env("ACCEL_REPLICAS")
-    return max(1, int(value)) if value else DEFAULT_REPLICAS
+    value = settings().replicas
+    return DEFAULT_REPLICAS if value is None else max(1, value)
 
 
 def llm_replica_urls(base_url: str) -> list[str]:
     """Every server serving the same model as `base_url` (itself first), or just it."""
-    listed = _env("ACCEL_OPENAI_REPLICA_URLS")
-    urls = [u.strip().rstrip("/") for u in listed.split(",") if u.strip()] if listed else \
-        list(getattr(_state(), "replica_urls", None) or [])
+    listed = settings().openai_replica_urls
+    urls = [u.rstrip("/") for u in listed] if listed else list(getattr(_state(), "replica_urls", None) or [])
     base = base_url.rstrip("/")
     if base not in urls:
         return [base]

@@ -11,7 +11,6 @@ entry point `accel` for `opentelemetry-instrument`.
 from __future__ import annotations
 
 import importlib
-import os
 import threading
 from collections.abc import Collection
 from typing import Any
@@ -35,7 +34,9 @@ _state = {"instrumented": False}
 
 
 def enabled() -> bool:
-    return os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    from accel.config import settings
+
+    return settings().auto
 
 
 def instrument(*, force: bool = False) -> bool:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -191,6 +190,7 @@ def _still_up() -> str | None:
     """What the `accel up` stack left running costs, and how to stop it: a bench run leaves it
     up for the next one, holding its memory (idle, vLLM-CPU uses about 1% of a core:
     docs/reliability.md)."""
+    from accel.config import settings
     from accel.engines import stack as local
 
     state = local.read_state()
@@ -199,7 +199,8 @@ def _still_up() -> str | None:
     groups = {pid for pid in pids if local.pid_alive(pid)}
     if not groups:
         return None
-    home = f"ACCEL_HOME={os.environ['ACCEL_HOME']} " if os.environ.get("ACCEL_HOME") else ""
+    cfg = settings()
+    home = f"ACCEL_HOME={cfg.home} " if cfg.home_from_env else ""
     return (f"The local stack is still up: {_memory_gib(groups):.1f} GiB of memory, ~1% of a core idle.\n"
             f"Stop it with: {home}.venv/bin/accel down")
 

@@ -34,11 +34,8 @@ def _chunks(n_docs: int = 6) -> list[tuple[str, str]]:
 
 
 async def run_demo(info: StackInfo, console: Console) -> None:
-    from accel.engines.embeddings import SentenceTransformerEmbedder
-    from accel.engines.llm.openai_client import OpenAIServerEngine
-    from accel.engines.reranker import CrossEncoderReranker
-    from accel.engines.search import BM25Backend, SearchEngine
-    from accel.engines.vectordb.engine import PgVectorEngine, Row
+    from accel.engines import catalogue
+    from accel.engines.vectordb.engine import Row
 
     steps = Table(title=f"accel demo — {QUESTION!r}")
     for col in ("step", "engine", "requests", "seconds", "result"):
@@ -48,11 +45,11 @@ async def run_demo(info: StackInfo, console: Console) -> None:
         steps.add_row(step, engine, str(n), f"{time.perf_counter() - t0:.3f}", result)
 
     async with AsyncExitStack() as stack:
-        embedder = await stack.enter_async_context(SentenceTransformerEmbedder(info.embed_model))
-        reranker = await stack.enter_async_context(CrossEncoderReranker(info.rerank_model))
-        db = await stack.enter_async_context(PgVectorEngine(info.pg_dsn))
-        search = await stack.enter_async_context(SearchEngine(BM25Backend()))
-        llm = await stack.enter_async_context(OpenAIServerEngine(info.openai_base_url, info.model))
+        embedder = await stack.enter_async_context(catalogue.embedder(info.embed_model).factory())
+        reranker = await stack.enter_async_context(catalogue.reranker(info.rerank_model).factory())
+        db = await stack.enter_async_context(catalogue.pgvector(info.pg_dsn).factory())
+        search = await stack.enter_async_context(catalogue.search().factory())
+        llm = await stack.enter_async_context(catalogue.openai_server(info.openai_base_url, info.model).factory())
 
         chunks = _chunks()
         t0 = time.perf_counter()

@@ -21,24 +21,9 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from accel.types import Delta, Final, StreamItem
+
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class Delta:
-    """The next piece of the output text; the pieces join to the decoded text."""
-
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class Final:
-    """The query's output value (what `Runtime.run` returns); always the last item."""
-
-    value: Any
-
-
-StreamItem = Delta | Final
 
 
 async def stream_query(run: Callable[[Callable[[str], None]], Awaitable[Any]]) -> AsyncIterator[StreamItem]:

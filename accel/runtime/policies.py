@@ -14,12 +14,10 @@ A policy never mutates the queue; the engine scheduler applies the returned slic
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Literal
 
 from accel.runtime.objectives import LATENCY
 from accel.runtime.task import EngineTask, Slice, TaskQueue
-
-PolicyName = Literal["topology", "po", "to"]
+from accel.types import PolicyName
 Policy = Callable[[Iterable[EngineTask], int], list[Slice]]
 
 

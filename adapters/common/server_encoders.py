@@ -7,58 +7,18 @@ floor's captured requests and the lowered Embed nodes' `ServerEmbedRequest`s ali
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from accel.adapters.common.bindings import EngineSpec
-from accel.engines.base import Engine
+from accel.adapters.common.classes import is_exactly
+from accel.engines.catalogue import EngineSpec, embed_server, rerank_server
 
-if TYPE_CHECKING:
-    from accel.session import EngineLimits
-
-EMBED_CALLS_PER_RUN = 64
-"""Client requests one engine call takes at most; the engine packs them into requests of at
-most `MAX_INPUTS` inputs. A server has no saved profile yet, so calls are sized by count."""
-
-RERANK_PAIRS_PER_RUN = 1024
-"""(query, passage) pairs one engine call takes at most (one `/score` request)."""
-
-
-def embed_server(base_url: str, api_key: str = "EMPTY") -> EngineSpec:
-    """The embedding server at `base_url` (an OpenAI-style `/v1` root)."""
-    root = base_url.rstrip("/")
-
-    def make() -> Engine:
-        from accel.engines.embed_server import EmbeddingServerEngine
-
-        return EmbeddingServerEngine(root, api_key)
-
-    def limits() -> EngineLimits:
-        from accel.session import EngineLimits
-
-        return EngineLimits(max_batch_size=EMBED_CALLS_PER_RUN)
-
-    return EngineSpec("embed", ("server", root, api_key), make, limits())
-
-
-def rerank_server(base_url: str, model: str, api_key: str = "EMPTY") -> EngineSpec:
-    """The rerank server at `base_url` scoring with `model` (vLLM's `/score`)."""
-    root = base_url.rstrip("/")
-
-    def make() -> Engine:
-        from accel.engines.rerank_server import RerankServerEngine
-
-        return RerankServerEngine(root, model, api_key)
-
-    def limits() -> EngineLimits:
-        from accel.session import EngineLimits
-
-        return EngineLimits(max_batch_size=RERANK_PAIRS_PER_RUN)
-
-    return EngineSpec("rerank", ("server", root, model, api_key), make, limits())
-
+__all__ = ["EMBED_FIELDS", "HOSTED_HOSTS", "embed_params", "embed_server", "openai_embed_engine", "rerank_server"]
 
 HOSTED_HOSTS = ("api.openai.com",)
 """Hosted APIs: their clients are left alone (the floor does not route them either)."""
+
+_SDK_HTTP_CLIENTS = (("openai._base_client", "SyncHttpxClientWrapper"), ("openai._base_client", "AsyncHttpxClientWrapper"))
+"""The httpx clients the `openai` SDK makes for itself (a client given its own has another)."""
 
 EMBED_FIELDS = frozenset({"model", "dimensions", "encoding_format", "user"})
 """Request fields beside `input` a lowered Embed reproduces, with the flat fields of an
@@ -79,7 +39,7 @@ def openai_embed_engine(*clients: Any) -> EngineSpec | str:
     for client in clients:
         if type(client) not in (openai.OpenAI, openai.AsyncOpenAI):
             return f"its client is a {type(client).__name__}, not a plain OpenAI client"
-        if type(client._client).__name__ not in ("SyncHttpxClientWrapper", "AsyncHttpxClientWrapper"):
+        if not is_exactly(client._client, *_SDK_HTTP_CLIENTS):
             return "its client has an httpx client of its own"
         if client._custom_headers or client._custom_query or client.organization or client.project:
             return "its client sends headers or query parameters of its own"

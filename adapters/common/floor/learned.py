@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import os
 import threading
 import time
 from collections import Counter
@@ -39,6 +38,7 @@ from typing import Any
 
 from accel.adapters.common.bindings import EngineSpec
 from accel.adapters.common.floor import programs, values
+from accel.config import settings
 from accel.engines.errors import EngineError
 from accel.ir.dynamic import LearnedPrompt, Prompt, Site
 from accel.ir.ops import WarmupOp
@@ -62,7 +62,7 @@ Locate = Callable[[], "tuple[str, str] | None"]
 _warming_groups: Counter[str] = Counter()
 """Warm-up groups being sent, per LLM engine (touched on the session loop only)."""
 
-_state = {"enabled": os.environ.get("ACCEL_LEARNED_PREFILL", "1").strip().lower() not in ("0", "false", "off", "no")}
+_state = {"enabled": settings().learned_prefill}
 
 
 def set_enabled(on: bool) -> None:

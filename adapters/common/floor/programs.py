@@ -15,14 +15,15 @@ the baseline the benchmarks compare against.
 from __future__ import annotations
 
 import math
-import os
 from typing import Any
+
+from accel.config import settings
 
 QUANTUM_S = 0.25
 """The first PLAS level's LLM time; each further level doubles it."""
 MAX_LEVEL = 16
 
-_state = {"enabled": os.environ.get("ACCEL_PROGRAM_PRIORITY", "1").strip().lower() not in ("0", "false", "off", "no")}
+_state = {"enabled": settings().program_priority}
 
 
 def set_enabled(on: bool) -> None:

@@ -1,0 +1,103 @@
+"""accel's public types: the names apps and adapters use at the door to the runtime.
+
+Adapters import these from here, not from `accel.session` or `accel.runtime`. This module
+imports the IR and the engines only (never the runtime, the session, the passes or the
+adapters), so naming a type loads no runtime.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, get_args
+
+from accel.engines.catalogue import EngineSpec
+from accel.engines.limits import EngineLimits
+from accel.ir.dynamic import Prompt
+from accel.ir.template import Template
+from accel.scope import WrappedRun
+
+__all__ = ["POLICY_NAMES", "Delta", "EngineCall", "EngineLimits", "EngineSpec", "Final", "OnSessionLoop", "PolicyName",
+           "ProgramLearner", "QueryWatcher", "StreamItem", "Template"]
+
+PolicyName = Literal["topology", "po", "to"]
+"""How engine schedulers form batches (`accel.runtime.policies`): "topology" (Teola's
+depth-aware batching), "po" (per invocation) or "to" (FIFO)."""
+
+POLICY_NAMES: tuple[str, ...] = get_args(PolicyName)
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    """The next piece of a query's output text; the pieces join to the decoded text."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Final:
+    """The query's output value (what `Runtime.run` returns); always a stream's last item."""
+
+    value: Any
+
+
+StreamItem = Delta | Final
+
+
+class QueryWatcher(Protocol):
+    """What a query's caller may observe of its nodes while it runs (`accel.runtime.watch`).
+
+    Framework adapters rebuild the framework's own callback runs from these events. A query
+    without a watcher pays nothing; one with a watcher calls it on the session loop,
+    synchronously, as each event happens, so it sees them in dependency order and must return
+    quickly."""
+
+    def finished(self, template: Template, node: str, value: Any) -> None:
+        """Node `node` of `template` (the query's, or a sub-template an Expand node ran)
+        produced `value` (a streamed node's items joined, as a reader of the whole sees it);
+        graph inputs finish as the query starts."""
+
+    def generated(self, template: Template, node: str, results: list[Any]) -> None:
+        """Engine node `node` got `results` from its engine (a Decode's `Generation`s, whole
+        even when the node streamed or parsed them)."""
+
+    def delta(self, template: Template, node: str, text: str) -> None:
+        """The next piece of text of the Decode whose text streams as the query's output."""
+
+
+@dataclass(frozen=True)
+class EngineCall:
+    """One engine call of a wrapped run (a program), as the floor reports it to the session
+    (`Session.call` / `acall` / `stream_call` / `astream_call`); the runtime makes the task."""
+
+    engine: EngineSpec
+    requests: Sequence[object]
+    component: str
+    """Counters, logs and the task's node name."""
+    shape: Callable[[list[object]], object] = list
+    """The engine's results (in request order) -> the component's own return value."""
+    prompt: Prompt | None = None
+    """An LLM call: the request's prompt as the floor read it (learned prefill)."""
+    answer: Callable[[object], tuple[str | None, int | None]] | None = None
+    """An LLM call: (text, cached tokens) of its one result, or of a stream's chunks (a list)."""
+    shown: Callable[[object], list[str]] | None = None
+    """A search: how the documents in the shaped value print (a prompt may show them)."""
+
+
+class OnSessionLoop(Exception):
+    """A blocking engine call was made on the session loop's own thread (it stays stock)."""
+
+
+Locate = Callable[[], "tuple[str, str] | None"]
+"""The (node, task key) of the code calling now, or None where the program has no nodes."""
+
+
+class ProgramLearner(Protocol):
+    """Learned prefill of one wrapped app that runs its own code (`Session.learner`)."""
+
+    def start(self, run: WrappedRun, locate: Locate | None, values: dict[str, str]) -> Callable[[], None]:
+        """Record `run`, whose input holds `values` (text leaves by name); the returned
+        function ends the recording."""
+
+    def explain(self) -> list[str]:
+        """What the runs taught, for `explain()`."""
