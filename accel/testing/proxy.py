@@ -24,6 +24,8 @@ class RecordedRequest:
     path: str
     body: dict[str, Any] | None
     status: int = 0
+    response: bytearray = field(default_factory=bytearray, repr=False)
+    """The response body as relayed (a stream's server-sent events as the server sent them)."""
 
 
 @dataclass
@@ -146,6 +148,7 @@ class RecordingProxy:
                     self.send_header("Connection", "close")
                     self.end_headers()
                     while chunk := response.read1(65536):
+                        record.response += chunk
                         self.wfile.write(chunk)
                         self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):

@@ -26,7 +26,16 @@ class Run:
 def llm_bodies(proxy) -> tuple[list[str], int]:
     """Generation request bodies (transport fields and nulls dropped), sorted; and the number
     of prefix-cache warm-ups (token-id prompts), which stock never sends."""
-    bodies, warmups = [], 0
+    bodies, warmups, _ = llm_exchanges(proxy)
+    return bodies, warmups
+
+
+def llm_exchanges(proxy) -> tuple[list[str], int, list[str]]:
+    """`llm_bodies`, plus the text of every server-sent event of the streamed answers, in the
+    order the proxy relayed them: what a client's token callbacks must see. (vLLM puts several
+    tokens in one event when its client lags, so two runs of one stream may differ in where
+    the events split; a run's token events must match its own server's events.)"""
+    bodies, warmups, deltas = [], 0, []
     for request in proxy.recorder.take():
         if request.method != "POST" or not request.path.endswith(("/chat/completions", "/completions")):
             continue
@@ -38,7 +47,20 @@ def llm_bodies(proxy) -> tuple[list[str], int]:
         if isinstance(prompt, list) and len(prompt) == 1:  # the OpenAI LLM client sends a batch of one
             body["prompt"] = prompt[0]
         bodies.append(json.dumps(body, sort_keys=True))
-    return sorted(bodies), warmups
+        if (request.body or {}).get("stream"):
+            deltas += _event_texts(bytes(request.response))
+    return sorted(bodies), warmups, deltas
+
+
+def _event_texts(stream: bytes) -> list[str]:
+    texts = []
+    for line in stream.splitlines():
+        if not line.startswith(b"data: ") or line == b"data: [DONE]":
+            continue
+        for choice in json.loads(line[len(b"data: "):]).get("choices", []):
+            delta = choice.get("delta")
+            texts.append((delta.get("content") or "") if delta is not None else choice.get("text", ""))
+    return texts
 
 
 def run(chain: Any, inputs: list[Any], proxy, *, mode: str = "invoke") -> Run:
