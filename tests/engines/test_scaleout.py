@@ -1,12 +1,17 @@
 """Replicated engines (issue 14) on a local two-node Ray cluster: the LangChain advanced-RAG
-example over 2 replicas of each engine (2 vLLM servers; embedder and reranker as 2 Ray actors
+example over 2 replicas of each engine (2 vLLM endpoints; embedder and reranker as 2 Ray actors
 each, spread over the nodes; Postgres stays one server), answers equal to stock; then one vLLM
-replica and one reranker actor killed mid-run lose no query.
+replica dies with an answer in flight and one reranker actor is killed mid-run, and no query
+is lost.
 
 The scenario runs in a child process (this file as a script): it needs its own accel session
 and environment (ACCEL_RAY_ADDRESS, ACCEL_OPENAI_REPLICA_URLS), which must not leak into the
-other tests' process-wide session. The first vLLM replica is the session's shared server
-(only read from); the second is this test's own, the one that gets killed.
+other tests' process-wide session. The first vLLM replica is the session's shared server; the
+second is a fault proxy in front of it (`accel.testing.faults.FaultProxy`, issue 26: a second
+vLLM server cost a launch of its own, and its SIGKILL after a sleep could land before any
+request reached it or after the run). The proxy dies as a server does (held answers reset, new
+connections refused) once one answer is held on it, so the fault is mid-run whatever the
+machine's speed; the real SIGKILL of a vLLM server is tests/engines/test_llm_outage.py's.
 """
 
 from __future__ import annotations
@@ -25,29 +30,21 @@ QUESTIONS = ["How do I push an item onto a heap?", "How do I find where to inser
              "How do I cache the results of a function?", "How do I get the n smallest items?"]
 
 
-def test_advanced_rag_over_two_replicas_of_each_engine_on_two_ray_nodes(vllm_server, tiny_model, postgres_factory, tmp_path):
+def test_advanced_rag_over_two_replicas_of_each_engine_on_two_ray_nodes(vllm_server, postgres_factory, tmp_path):
     pytest.importorskip("ray")
-    from accel.engines.llm.server import group_members, launch_server_sync, stop_pid
-
-    second = launch_server_sync(str(tiny_model), served_model_name="tiny", max_model_len=2048,
-                                log_path=tmp_path / "replica2.log")
-    try:
-        env = dict(os.environ, ACCEL_HOME=str(tmp_path / "home"), SCALEOUT_FIRST=vllm_server.base_url,
-                   SCALEOUT_SECOND=second.base_url, SCALEOUT_SECOND_PID=str(second.pid),
-                   SCALEOUT_PG=postgres_factory("accel-scaleout-"),
-                   ACCEL_OPENAI_REPLICA_URLS=f"{vllm_server.base_url},{second.base_url}")
-        env.pop("ACCEL_RAY_ADDRESS", None)
-        done = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True, timeout=1800)
-        assert done.returncode == 0, done.stderr[-6000:]
-        report = json.loads(done.stdout.strip().splitlines()[-1])
-    finally:
-        stop_pid(second.pid)
-    assert group_members(second.pid) == []
+    env = dict(os.environ, ACCEL_HOME=str(tmp_path / "home"), SCALEOUT_FIRST=vllm_server.base_url,
+               SCALEOUT_PG=postgres_factory("accel-scaleout-"))
+    for name in ("ACCEL_RAY_ADDRESS", "ACCEL_OPENAI_REPLICA_URLS"):  # the child sets both
+        env.pop(name, None)
+    done = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stderr[-6000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["equal"] == report["queries"] == len(QUESTIONS), report
     assert len(set(report["embed_nodes"])) == 2 and len(set(report["rerank_nodes"])) == 2, report
     assert all(served > 0 for served in report["llm_served"]), report  # both vLLM replicas took requests
+    assert report["fault"]["held"] >= 1, report  # an answer was in flight on the replica that died
     assert report["fault"]["lost"] == 0 and report["fault"]["equal"] == len(QUESTIONS), report
-    assert report["fault"]["llm_retried"] > 0 or report["fault"]["rerank_retried"] > 0, report
+    assert report["fault"]["llm_retried"] > 0, report  # the held answer was sent again to the other
 
 
 # ---- the child process ---------------------------------------------------------------------------
@@ -58,25 +55,29 @@ def _say(message: str) -> None:
 
 
 def _scenario() -> dict:
-    import signal
     import threading
 
     import ray
     from ray.cluster_utils import Cluster
 
+    from accel.testing.faults import FaultProxy
+
+    first = os.environ["SCALEOUT_FIRST"]
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
     cluster.add_node(num_cpus=2)
     _say(f"two-node Ray cluster at {cluster.address}")
     os.environ["ACCEL_RAY_ADDRESS"] = cluster.address
     try:
-        ray.init(address=cluster.address, log_to_driver=False)
-        return _run_apps(ray, signal, threading)
+        with FaultProxy(first.removesuffix("/v1")) as second:
+            os.environ["ACCEL_OPENAI_REPLICA_URLS"] = f"{first},{second.url}/v1"
+            ray.init(address=cluster.address, log_to_driver=False)
+            return _run_apps(ray, second, threading)
     finally:
         ray.shutdown()
         cluster.shutdown()
 
 
-def _run_apps(ray, signal, threading) -> dict:
+def _run_apps(ray, second, threading) -> dict:
     import asyncio
 
     import accel
@@ -116,18 +117,21 @@ def _run_apps(ray, signal, threading) -> dict:
         "llm_served": [r.served for r in llm.set.replicas],
     }
 
-    # Faults mid-run: the second vLLM server dies, and one reranker actor is killed (Ray restarts it).
+    # Faults mid-run: the second vLLM replica dies once an answer is in flight on it, and one
+    # reranker actor is killed (Ray restarts it).
     results: list = []
     runner = threading.Thread(target=lambda: results.extend(wrapped.batch(inputs, return_exceptions=True)))
     llm_before, rerank_before = llm.set.retried, rerank.set.retried
+    second.hold_generations(after_events=0)
     runner.start()
-    time.sleep(1.0)
+    held = second.wait_held(1, timeout_s=300)
     ray.kill(rerank.set.replicas[0].engine.actor, no_restart=False)
-    os.killpg(int(os.environ["SCALEOUT_SECOND_PID"]), signal.SIGKILL)
-    _say("faults injected")
+    second.kill()
+    _say(f"faults injected ({held} answer(s) held on the second replica)")
     runner.join(600)
     _say("faulted run finished")
     report["fault"] = {
+        "held": held,
         "lost": sum(isinstance(r, BaseException) for r in results) + (len(inputs) - len(results)),
         "errors": [repr(r)[:300] for r in results if isinstance(r, BaseException)],
         "equal": sum(a == b for a, b in zip(results, expected)),
