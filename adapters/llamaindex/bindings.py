@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from accel.adapters.common.bindings import EngineSpec, embedder, libpq_dsn, openai_server, pgvector, reranker
+from accel.adapters.common.classes import is_exactly
 from accel.adapters.common.explain import lost_lowering
 from accel.adapters.common.server_encoders import embed_params, openai_embed_engine
 from accel.engines.base import SamplingParams, SearchHit, TableLayout, VectorQuery
@@ -29,12 +30,21 @@ class Unbound:
 
 
 def _class_name(obj: Any) -> str:
+    """The component's class name, for `Unbound` labels (classes are told apart by identity)."""
     return type(obj).__name__
 
 
-# ---- LLMs ------------------------------------------------------------------------------------
+# The LlamaIndex classes a binding reproduces, as (defining module, name) for `is_exactly`: a
+# user class that shares the name, or a subclass, is not taken for them.
+OPENAI_LLMS = (("llama_index.llms.openai_like.base", "OpenAILike"), ("llama_index.llms.openai.base", "OpenAI"))
+HUGGINGFACE_EMBEDDING = ("llama_index.embeddings.huggingface.base", "HuggingFaceEmbedding")
+SERVER_EMBEDDINGS = (("llama_index.embeddings.openai.base", "OpenAIEmbedding"),
+                     ("llama_index.embeddings.openai_like.base", "OpenAILikeEmbedding"))
+PG_VECTOR_STORE = ("llama_index.vector_stores.postgres.base", "PGVectorStore")
+SBERT_RERANK = ("llama_index.core.postprocessor.sbert_rerank", "SentenceTransformerRerank")
 
-OPENAI_CLASSES = frozenset({"OpenAILike", "OpenAI"})
+
+# ---- LLMs ------------------------------------------------------------------------------------
 # What the OpenAI completions API (and vLLM's) uses when a request names no max_tokens; the
 # chat API then generates up to the end of the context window instead.
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16
@@ -52,7 +62,7 @@ class LLMBinding:
 def bind_llm(llm: Any) -> LLMBinding | Unbound:
     """OpenAI / OpenAILike with an `api_base` (a vLLM server), non-streaming, text output."""
     name = _class_name(llm)
-    if name not in OPENAI_CLASSES or not getattr(llm, "api_base", None):
+    if not is_exactly(llm, *OPENAI_LLMS) or not getattr(llm, "api_base", None):
         return Unbound(name, "only OpenAI / OpenAILike LLMs with api_base pointing at a vLLM server are lowered")
     if getattr(llm, "output_parser", None) is not None or getattr(llm, "logprobs", None):
         return Unbound(name, "an output parser or logprobs changes what predict() returns")
@@ -103,7 +113,7 @@ class EmbedBinding:
 def bind_embedding(embed_model: Any) -> EmbedBinding | Unbound:
     """HuggingFaceEmbedding (sentence-transformers) with the model's own sequence length."""
     name = _class_name(embed_model)
-    if name != "HuggingFaceEmbedding":
+    if not is_exactly(embed_model, HUGGINGFACE_EMBEDDING):
         return Unbound(name, "only HuggingFaceEmbedding is lowered to the embedding engine")
     if getattr(embed_model, "embeddings_cache", None) is not None or getattr(embed_model, "_parallel_process", False):
         return Unbound(name, "an embeddings cache or multi-process encoding is run as-is")
@@ -114,10 +124,6 @@ def bind_embedding(embed_model: Any) -> EmbedBinding | Unbound:
     prompts = model.prompts or {}
     return EmbedBinding(embedder(str(embed_model.model_name)), bool(embed_model.normalize),
                         prompts.get("query") or None, prompts.get("text") or None, int(embed_model.embed_batch_size))
-
-
-SERVER_EMBEDDINGS = {"OpenAIEmbedding": "llama_index.embeddings.openai.base",
-                     "OpenAILikeEmbedding": "llama_index.embeddings.openai_like.base"}
 
 
 @dataclass(frozen=True)
@@ -137,9 +143,9 @@ def bind_query_embedding(embed_model: Any) -> EmbedBinding | ServerEmbedBinding 
     """The embedding of a retriever's queries: HuggingFaceEmbedding (`bind_embedding`), or a
     server's OpenAI-style client. Texts (ingestion) are not lowered for the latter: the
     client's own `embed_batch_size` requests go through the floor."""
-    name = _class_name(embed_model)
-    if SERVER_EMBEDDINGS.get(name) != type(embed_model).__module__:
+    if not is_exactly(embed_model, *SERVER_EMBEDDINGS):
         return bind_embedding(embed_model)
+    name = _class_name(embed_model)
     bound = _server_binding(embed_model)
     if isinstance(bound, str):
         lost_lowering(name, bound)
@@ -183,7 +189,7 @@ class SearchBinding:
 
 def bind_vector_store(store: Any, retriever: Any) -> SearchBinding | Unbound:
     name = _class_name(store)
-    if name != "PGVectorStore":
+    if not is_exactly(store, PG_VECTOR_STORE):
         return Unbound(name, "searched in process by the store itself (a Call node)")
     if retriever._filters is not None or retriever._node_ids or retriever._doc_ids:
         return Unbound(name, "filters / node_ids / doc_ids are applied by the store itself")
@@ -241,7 +247,7 @@ class RerankBinding:
 
 def bind_reranker(postprocessor: Any) -> RerankBinding | Unbound:
     name = _class_name(postprocessor)
-    if name != "SentenceTransformerRerank":
+    if not is_exactly(postprocessor, SBERT_RERANK):
         return Unbound(name, "only SentenceTransformerRerank is lowered to the rerank engine")
     model = postprocessor._model
     path = str(postprocessor.model)

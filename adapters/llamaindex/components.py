@@ -23,17 +23,14 @@ from typing import Any
 from accel.adapters.common.floor import learned
 from accel.registry import TemplateCompiler
 
+from .capture import capturing, engine_class
 from .dropin import DropInInfo, info, make_dropin
 from .lowered import lower_query_engine, lower_retriever
 from .subquestion import sub_question_overrides
 
-ENGINE_COMPONENTS = {
-    "OpenAILike": "LLM", "OpenAI": "LLM", "HuggingFaceEmbedding": "embedding", "PGVectorStore": "vector store",
-    "SentenceTransformerRerank": "reranker",
-}
-
 
 def _name(obj: Any) -> str:
+    """An object's class name, for labels (classes are told apart by identity)."""
     return type(obj).__name__
 
 
@@ -105,14 +102,12 @@ def wrap_object(obj: Any, *, policy: str = "topology", disabled_passes: tuple[st
 def engine_components(obj: Any, replaced: dict[str, Any]) -> tuple[list[str], list[str]]:
     """The engine-facing components reachable from `obj` that run as stock code: (captured by
     accel's engine-call capture, run as-is)."""
-    from .capture import capturing
-
     captured, as_is = [], []
     for path, component in _walk(obj, skip=set(replaced)):
-        role = ENGINE_COMPONENTS.get(_name(component))
-        if role is None:
+        entry = engine_class(component)
+        if entry is None:
             continue
-        line = f"{path}: {_name(component)} ({role})"
+        line = f"{path}: {_name(component)} ({entry.role})"
         (captured if capturing(component) else as_is).append(line)
     return captured, as_is
 
@@ -130,7 +125,7 @@ def _walk(obj: Any, *, skip: set[str], depth: int = 3, path: str = "", seen: set
         values = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else [(None, value)]
         for key, item in values:
             where = f"{path}{name.lstrip('_')}" + (f"[{key!r}]" if key is not None else "")
-            if _name(item) in ENGINE_COMPONENTS and id(item) not in seen:
+            if engine_class(item) is not None and id(item) not in seen:
                 seen.add(id(item))
                 found.append((where, item))
             elif type(item).__module__.startswith(("llama_index", "workflows")):

@@ -77,14 +77,14 @@ class WrappedQueryEngine(BaseQueryEngine):
     # ---- planning -----------------------------------------------------------------------------
 
     def _plan_synthesis(self, synth: Any) -> tuple[SynthesisPlan | None, Unbound | None]:
-        reason = check_synthesizer(synth)
-        if reason is not None:
-            return None, reason
+        kind = check_synthesizer(synth)
+        if isinstance(kind, Unbound):
+            return None, kind
         binding = bind_llm(synth._llm)
         if isinstance(binding, Unbound):
             return None, binding
         name = binding.engine.bind(self._session)
-        return SynthesisPlan(synth, synth._llm, binding, name, lambda: self._session.get_engine(name)), None
+        return SynthesisPlan(synth, kind, synth._llm, binding, name, lambda: self._session.get_engine(name)), None
 
     @property
     def _one_graph(self) -> bool:
@@ -268,7 +268,7 @@ class WrappedQueryEngine(BaseQueryEngine):
         lines = [f"accel.wrap({type(self._original).__name__})", "lowered:"]
         lines += [f"  - {item}" for item in self._retrieval.lowered]
         if self._synthesis is not None:
-            lines.append(f"  - {self._synthesis.kind} on {type(self._synthesis.llm).__name__} -> Prefill/Decode pairs "
+            lines.append(f"  - {self._synthesis.kind.value} on {type(self._synthesis.llm).__name__} -> Prefill/Decode pairs "
                          + ("(planned per query from the retrieved text; refine chained, tree levels batched), run inside "
                             "the query by an Expand node" if self._one_graph else
                             "after retrieval; the final call's tokens stream from the runtime"))

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from accel.adapters.common.classes import is_exactly
 from accel.ir import CallOp, GraphBuilder, ItemsOp, Kind, Ref
 from accel.registry import EngineRegistry
 
@@ -21,6 +22,8 @@ from . import events
 from .bindings import Unbound, bind_query_embedding, bind_reranker, bind_vector_store, hits_to_result
 from .fusion import is_fusion, lower_fusion
 from .prompts import QUERY_PORT
+
+SIMILARITY_POSTPROCESSOR = ("llama_index.core.postprocessor.node", "SimilarityPostprocessor")  # cheap: listed as lowered
 
 
 @dataclass
@@ -114,7 +117,7 @@ def _lower_postprocessor(plan: RetrievalPlan, b: GraphBuilder, postprocessor: An
                          session: EngineRegistry) -> Ref:
     binding = bind_reranker(postprocessor)
     if isinstance(binding, Unbound):
-        if type(postprocessor).__name__ != "SimilarityPostprocessor":
+        if not is_exactly(postprocessor, SIMILARITY_POSTPROCESSOR):
             plan.opaque.append(binding)
         else:
             plan.lowered.append("SimilarityPostprocessor -> Call (cheap, run as-is)")

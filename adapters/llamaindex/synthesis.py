@@ -27,8 +27,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
+from accel.adapters.common.classes import is_exactly
 from accel.engines.base import GenerationRequest
 from accel.ir import CallOp, DecodeOp, GatherOp, GraphBuilder, Kind, Ref
 
@@ -38,8 +40,33 @@ from .prompts import QUERY_PORT, LlamaPromptOp, PlanMismatch, RefinePromptOp, pr
 from .streaming import StreamedRun
 
 EMPTY = "Empty Response"
-LOWERED_SYNTHESIZERS = ("CompactAndRefine", "Refine", "SimpleSummarize", "TreeSummarize", "Accumulate")
-STREAMED_SYNTHESIZERS = ("CompactAndRefine", "Refine", "SimpleSummarize")
+
+
+class SynthKind(Enum):
+    """A LlamaIndex synthesizer class the lowering reproduces; the value is its class name."""
+
+    COMPACT_AND_REFINE = "CompactAndRefine"
+    REFINE = "Refine"
+    SIMPLE_SUMMARIZE = "SimpleSummarize"
+    TREE_SUMMARIZE = "TreeSummarize"
+    ACCUMULATE = "Accumulate"
+
+    @property
+    def path(self) -> tuple[str, str]:
+        """The class's defining module and name, for `is_exactly`."""
+        return f"llama_index.core.response_synthesizers.{_SYNTH_MODULES[self]}", self.value
+
+    @classmethod
+    def of(cls, synth: Any) -> SynthKind | None:
+        """The kind of `synth`'s exact class: None for any other class, a subclass or a user
+        class that shares the name included (its own code may answer otherwise)."""
+        return next((kind for kind in cls if is_exactly(synth, kind.path)), None)
+
+
+_SYNTH_MODULES = {SynthKind.COMPACT_AND_REFINE: "compact_and_refine", SynthKind.REFINE: "refine",
+                  SynthKind.SIMPLE_SUMMARIZE: "simple_summarize", SynthKind.TREE_SUMMARIZE: "tree_summarize",
+                  SynthKind.ACCUMULATE: "accumulate"}
+STREAMED_SYNTHESIZERS = frozenset({SynthKind.COMPACT_AND_REFINE, SynthKind.REFINE, SynthKind.SIMPLE_SUMMARIZE})
 
 TemplateFor = Callable[[tuple[Any, ...], Callable[[], Any]], Any]
 
@@ -100,14 +127,11 @@ class FillDecodeOp:
 @dataclass
 class SynthesisPlan:
     synthesizer: Any
+    kind: SynthKind  # the synthesizer's class (`check_synthesizer`)
     llm: Any
     binding: LLMBinding
     engine_name: str
     engine: Callable[[], Any]
-
-    @property
-    def kind(self) -> str:
-        return type(self.synthesizer).__name__
 
     @property
     def streaming(self) -> bool:
@@ -118,7 +142,7 @@ class SynthesisPlan:
     def first_template(self) -> Any:
         """The prompt template of the synthesizer's first LLM call(s)."""
         synth = self.synthesizer
-        return synth._summary_template if self.kind == "TreeSummarize" else synth._text_qa_template
+        return synth._summary_template if self.kind is SynthKind.TREE_SUMMARIZE else synth._text_qa_template
 
     def expand_attrs(self) -> dict[str, Any]:
         """The Expand node's attributes: its first prompt's parts, for the prefill-split pass."""
@@ -210,25 +234,25 @@ class SynthesisPlan:
         """The sub-graph answering `query` from `texts` as the synthesizer's `get_response` would
         (its `finish` gives the response text exactly as stock's)."""
         synth, llm, kind = self.synthesizer, self.llm, self.kind
-        if kind in ("CompactAndRefine", "Refine"):
+        if kind in (SynthKind.COMPACT_AND_REFINE, SynthKind.REFINE):
             chunks = self._refine_chunks(query, texts)
             if not chunks:
                 return SubRun(template_for(("const",), self.const_graph), {"value": EMPTY})
             return SubRun(template_for(("chain", len(chunks)), lambda: self.chain_graph(len(chunks))),
                           {QUERY_PORT: query, "chunks": chunks}, _or_empty)
-        if kind == "SimpleSummarize":
+        if kind is SynthKind.SIMPLE_SUMMARIZE:
             chunk = self._summary_text(query, texts)
             return SubRun(self._calls(synth._text_qa_template, 1, "context_str", template_for),
                           {QUERY_PORT: query, "chunks": [chunk]}, _first_or_empty)
-        if kind == "Accumulate":
+        if kind is SynthKind.ACCUMULATE:
             template = synth._text_qa_template
             partial = template.partial_format(query_str=query)
             chunks = [c for text in texts for c in synth._prompt_helper.repack(partial, [text], llm=llm)]
             return SubRun(self._calls(template, len(chunks), "context_str", template_for),
                           {QUERY_PORT: query, "chunks": chunks}, lambda outputs: synth._format_response(outputs, "\n---------------------\n"))
-        if kind == "TreeSummarize":
+        if kind is SynthKind.TREE_SUMMARIZE:
             return self._level(query, texts, template_for)
-        raise PlanMismatch("llamaindex", f"no lowering for {kind}", "answered by stock code")
+        raise PlanMismatch("llamaindex", f"no lowering for {kind.value}", "answered by stock code")
 
     def _level(self, query: str, texts: list[str], template_for: TemplateFor) -> SubRun:
         synth = self.synthesizer
@@ -240,7 +264,7 @@ class SynthesisPlan:
         """A streaming synthesizer's plan: the run whose final call's tokens are the response's
         (or the empty response when there is nothing to answer from)."""
         synth = self.synthesizer
-        chunks = [self._summary_text(query, texts)] if self.kind == "SimpleSummarize" else self._refine_chunks(query, texts)
+        chunks = [self._summary_text(query, texts)] if self.kind is SynthKind.SIMPLE_SUMMARIZE else self._refine_chunks(query, texts)
         if not chunks:
             return EMPTY
         graph = template_for(("stream", len(chunks)), lambda: self.chain_graph(len(chunks), streaming=True))
@@ -252,7 +276,7 @@ class SynthesisPlan:
         from llama_index.core.prompts.prompt_utils import get_biggest_prompt
 
         synth = self.synthesizer
-        if self.kind == "CompactAndRefine":
+        if self.kind is SynthKind.COMPACT_AND_REFINE:
             texts = synth._make_compact_text_chunks(query, texts)
         events.response_started(synth, query, texts)
         max_prompt = get_biggest_prompt([synth._text_qa_template, synth._refine_template])
@@ -288,14 +312,16 @@ def _keep_answer(prev: str, new: str) -> str:
     return new or prev
 
 
-def check_synthesizer(synth: Any) -> Unbound | None:
-    kind = type(synth).__name__
-    if kind not in LOWERED_SYNTHESIZERS:
-        return Unbound(kind, f"response mode not lowered (supported: {', '.join(LOWERED_SYNTHESIZERS)})")
+def check_synthesizer(synth: Any) -> SynthKind | Unbound:
+    """The kind of synthesizer to lower, or why `synth` runs as-is."""
+    kind, label = SynthKind.of(synth), type(synth).__name__
+    if kind is None:
+        return Unbound(label, f"response mode not lowered (supported: {', '.join(k.value for k in SynthKind)})")
     if getattr(synth, "_streaming", False) and kind not in STREAMED_SYNTHESIZERS:
-        return Unbound(kind, f"streaming {kind} runs as-is (streamed: {', '.join(STREAMED_SYNTHESIZERS)})")
+        streamed = ", ".join(k.value for k in SynthKind if k in STREAMED_SYNTHESIZERS)
+        return Unbound(label, f"streaming {label} runs as-is (streamed: {streamed})")
     if getattr(synth, "_output_cls", None) is not None:
-        return Unbound(kind, "structured output runs as-is")
+        return Unbound(label, "structured output runs as-is")
     if getattr(synth, "_multimodal", False) or getattr(synth, "_structured_answer_filtering", False):
-        return Unbound(kind, "multimodal synthesis or structured answer filtering runs as-is")
-    return None
+        return Unbound(label, "multimodal synthesis or structured answer filtering runs as-is")
+    return kind
