@@ -70,15 +70,16 @@ class Settings:
     """ACCEL_HOST_LLM: `<base URL>` or `<base URL>=<model>` that `accel.hosting` serves in process."""
     program_priority: bool = field(default_factory=lambda: _switch("ACCEL_PROGRAM_PRIORITY", True))
     """ACCEL_PROGRAM_PRIORITY: program-aware LLM priorities (off: every captured call at 0)."""
-    learned_prefill: bool = field(default_factory=lambda: _switch("ACCEL_LEARNED_PREFILL", True))
-    """ACCEL_LEARNED_PREFILL: learned prefill of the floor's programs. To be removed (issue 28,
-    step 3): `WrapOptions.disabled_passes` becomes its only switch."""
     ray_address: str | None = field(default_factory=lambda: _env("ACCEL_RAY_ADDRESS"))
     """ACCEL_RAY_ADDRESS (`host:port`, `auto` or `local`): embedders and rerankers run as Ray actors."""
     replicas: int | None = field(default_factory=lambda: _count("ACCEL_REPLICAS"))
     """ACCEL_REPLICAS: Ray actor replicas per engine (None: `engines.scaleout.DEFAULT_REPLICAS`)."""
     openai_replica_urls: tuple[str, ...] = field(default_factory=lambda: _listed("ACCEL_OPENAI_REPLICA_URLS"))
     """ACCEL_OPENAI_REPLICA_URLS (comma-separated): vLLM servers serving one model together."""
+    embed_replica_urls: tuple[str, ...] = field(default_factory=lambda: _listed("ACCEL_EMBED_REPLICA_URLS"))
+    """ACCEL_EMBED_REPLICA_URLS (comma-separated): embedding servers serving one model together."""
+    rerank_replica_urls: tuple[str, ...] = field(default_factory=lambda: _listed("ACCEL_RERANK_REPLICA_URLS"))
+    """ACCEL_RERANK_REPLICA_URLS (comma-separated): rerank servers serving one model together."""
 
     @property
     def models_dir(self) -> Path:

@@ -37,7 +37,7 @@ class WrappedRun:
     from the node now running in the calling context to the end; None where unknown."""
     recorder: Any = None
     """What the floor tells about this run's engine calls, where the app learns from its runs
-    (`accel.adapters.common.floor.learned.RunRecorder`); None elsewhere."""
+    (`accel.runtime.programs.RunRecorder`, from `Session.learner`); None elsewhere."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add_service(self, seconds: float) -> None:

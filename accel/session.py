@@ -8,6 +8,8 @@ wrapped app, so queries from sync threads and from async code on any loop batch 
     value = await session.arun(template, {"input": x})           # async callers, any loop
     for item in session.stream(template, {"input": x}): ...      # Delta..., Final (threads)
     async for item in session.astream(template, {"input": x}): ...   # the same, any loop
+    value = session.call(run, EngineCall(spec, requests, "component"))   # a program's engine call
+    value = await session.acall(run, call)                              # (stream_call, astream_call)
 
 The loop thread, the runtime and each engine are created lazily on first use. Engines are
 shared and deduplicated by `(kind, key)`: two chains on the same embedding model use one
@@ -26,21 +28,27 @@ import dataclasses
 import itertools
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Iterator, Mapping, MutableMapping
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
 
+from accel.config import Settings, settings as current_settings
 from accel.engines.base import Engine
 from accel.engines.errors import EngineUnavailable
-from accel.runtime.limits import EngineLimits
-from accel.runtime.output_stream import Delta, Final, StreamItem, relay_to_loop, relay_to_thread
-from accel.runtime.sharing import batch_scope
-from accel.runtime.task import EngineTask
+from accel.engines.limits import EngineLimits
+from accel.runtime.output_stream import relay_to_loop, relay_to_thread
 from accel.runtime.policies import PolicyName, get_policy
+from accel.runtime.sharing import ShareScope, batch_scope
+from accel.types import EngineCall, OnSessionLoop, ProgramLearner
 
-# What adapters use of the runtime, through their one door (the session); the import-linter
-# contracts (tests/test_layers.py) keep adapters from reaching into `accel.runtime` itself.
-__all__ = ["Delta", "EngineLimits", "EngineTask", "Final", "Session", "StreamItem", "batch_scope", "get_session",
-           "relay_to_loop", "relay_to_thread", "shutdown"]
+if TYPE_CHECKING:
+    from accel.ir.dynamic import Site
+    from accel.runtime.programs import Programs, RunRecorder, Warm
+    from accel.scope import WrappedRun
+
+# The one door to the runtime: adapters use the session and the public types (`accel.types`);
+# the runtime's own types stay behind it.
+__all__ = ["Session", "get_session", "shutdown"]
 
 SHUTDOWN_TIMEOUT_S = 30.0
 log = logging.getLogger("accel.session")
@@ -49,8 +57,10 @@ log = logging.getLogger("accel.session")
 class Session:
     """One loop thread, one runtime, the engines it needs, and the cached templates."""
 
-    def __init__(self, *, policy: PolicyName = "topology", disabled_passes: Iterable[str] = ()) -> None:
+    def __init__(self, *, policy: PolicyName = "topology", disabled_passes: Iterable[str] = (),
+                 settings: Settings | None = None) -> None:
         get_policy(policy)  # a typo fails here, not at the first query
+        self._settings = settings or current_settings()
         self.policy: PolicyName = policy
         self.disabled_passes: tuple[str, ...] = tuple(disabled_passes)
         self._lock = threading.RLock()
@@ -79,6 +89,7 @@ class Session:
             return self._loop
 
     def _start_loop(self) -> None:
+        from accel.runtime.programs import Priorities
         from accel.runtime.runtime import Runtime
 
         loop = asyncio.new_event_loop()
@@ -92,7 +103,8 @@ class Session:
         thread = threading.Thread(target=serve, name="accel-session", daemon=True)
         thread.start()
         ready.wait()
-        runtime = Runtime({}, policy=self.policy)
+        runtime = Runtime({}, policy=self.policy, priorities=Priorities(self._settings.program_priority),
+                          llm_spare=lambda: self.measured.llm_spare)
         asyncio.run_coroutine_threadsafe(runtime.start(), loop).result()
         self._loop, self._thread, self._runtime = loop, thread, runtime
 
@@ -184,7 +196,11 @@ class Session:
 
     def _sized(self, engine: Engine, limits: EngineLimits | None) -> EngineLimits | None:
         """Limits that size calls by duration get the engine's measured cost per request; an
-        engine without a profile keeps its count cap (logged)."""
+        engine without a profile keeps its count cap (logged). A call's fixed cost, where the
+        limits hold calls for open streams, is the measured one too."""
+        overhead = self.measured.call_overhead(getattr(engine, "name", "")) if limits is not None else None
+        if overhead is not None and limits.call_overhead_s:
+            limits = dataclasses.replace(limits, call_overhead_s=overhead)
         if limits is None or limits.max_call_s is None or limits.item_seconds is not None:
             return limits
         seconds = self.measured.item_seconds(getattr(engine, "name", ""))
@@ -194,11 +210,97 @@ class Session:
             return limits
         return dataclasses.replace(limits, item_seconds=seconds)
 
-    async def scheduler(self, name: str) -> Any:
-        """On the loop: the started engine scheduler of engine `name`, for engine calls made
-        outside any template (engine-call capture submits `EngineTask`s to it directly)."""
+    # ---- engine calls of a run (a program) ----------------------------------------------
+
+    def call(self, run: WrappedRun, call: EngineCall) -> object:
+        """`call.shape` of the engine's results for `call.requests`, made as one task of `run`'s
+        program, blocking this thread; `OnSessionLoop` on the session loop's own thread. An
+        `EngineError` comes before any result (the caller may then run its own code)."""
+        if self.in_loop_thread():
+            raise OnSessionLoop(call.component)
+        name = call.engine.bind(self)
+        programs = self._programs()
+        site = programs.begin(run, name, call)
+        future = asyncio.run_coroutine_threadsafe(self._call(run, name, call), self.loop)
+        try:
+            results = future.result()
+        except BaseException:
+            future.cancel()
+            raise
+        return self._shaped(programs, run, site, call, results)
+
+    async def acall(self, run: WrappedRun, call: EngineCall) -> object:
+        """`call` for async code on any loop; cancelling the caller withdraws the task."""
+        name = call.engine.bind(self)
+        programs = self._programs()
+        site = programs.begin(run, name, call)
+        loop, work = self.loop, self._call(run, name, call)
+        if asyncio.get_running_loop() is loop:
+            results = await work
+        else:
+            results = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work, loop))
+        return self._shaped(programs, run, site, call, results)
+
+    def stream_call(self, run: WrappedRun, call: EngineCall) -> Iterator[object]:
+        """The chunks of `call`'s one LLM request, streamed to this thread from the first
+        `next`; closing the iterator early aborts the request."""
+        if self.in_loop_thread():
+            raise OnSessionLoop(call.component)
+        name = call.engine.bind(self)
+        site = self._programs().begin(run, name, call)
+        return relay_to_thread(self.loop, lambda: self._stream_call(run, name, call, site))
+
+    def astream_call(self, run: WrappedRun, call: EngineCall) -> AsyncIterator[object]:
+        """`stream_call` for async code on any loop."""
+        name = call.engine.bind(self)
+        site = self._programs().begin(run, name, call)
+        loop = self.loop
+        if asyncio.get_running_loop() is loop:
+            return self._stream_call(run, name, call, site)
+        return relay_to_loop(loop, lambda: self._stream_call(run, name, call, site))
+
+    def learner(self, app: str, disabled_passes: Iterable[str] = ()) -> ProgramLearner | None:
+        """Learned prefill for wrapped app `app` that runs its own code, or None where the app's
+        options (`WrapOptions.disabled_passes`) or the session's switch the pass off."""
+        from accel.passes import learned_prefill
+        from accel.runtime.programs import ProgramModel
+
+        if learned_prefill.NAME in {*self.disabled_passes, *disabled_passes}:
+            return None
+        return ProgramModel(app, learned_prefill, self._warm)
+
+    def share(self, template: object, counters: MutableMapping[str, int] | None = None) -> AbstractContextManager[ShareScope | None]:
+        """A share scope for one batch call: identical deterministic engine requests of its
+        queries run once (`accel.runtime.sharing`); what was shared is added to `counters`."""
+        return batch_scope(template, counters)
+
+    def _programs(self) -> Programs:
+        self.loop  # started, with its runtime
+        return self._runtime.programs
+
+    async def _call(self, run: WrappedRun, name: str, call: EngineCall) -> list[object]:
         await self._prepare([name])
-        return self._runtime.schedulers[name]
+        return await self._runtime.programs.submit(run, name, call)
+
+    @staticmethod
+    def _shaped(programs: Programs, run: WrappedRun, site: Site | None, call: EngineCall, results: list[object]) -> object:
+        value = call.shape(results)
+        programs.end(run, site, call, results, value)
+        return value
+
+    async def _stream_call(self, run: WrappedRun, name: str, call: EngineCall, site: Site | None) -> AsyncIterator[object]:
+        await self._prepare([name])
+        async with contextlib.aclosing(self._runtime.programs.stream(run, name, call, site)) as chunks:
+            async for chunk in chunks:
+                yield chunk
+
+    def _warm(self, recorder: RunRecorder, warms: list[Warm], values: dict[str, str]) -> concurrent.futures.Future[None]:
+        """Send one arrival's warm-ups of a learning run (`ProgramModel`'s warmer)."""
+        return asyncio.run_coroutine_threadsafe(self._send_warms(recorder, warms, values), self.loop)
+
+    async def _send_warms(self, recorder: RunRecorder, warms: list[Warm], values: dict[str, str]) -> None:
+        await self._prepare([warms[0].engine])
+        await self._runtime.programs.warm(recorder, warms, values)
 
     # ---- templates ----------------------------------------------------------------------
 
@@ -275,8 +377,6 @@ class Session:
         default the caller's then); closing the iterator early cancels it and returns once its
         engine requests are aborted. A `ThreadCaller` (accel.caller) in `caller` makes the
         consuming thread also run the query's user code while it waits."""
-        from accel.runtime.output_stream import relay_to_thread
-
         self._refuse_blocking("astream")
         inputs = dict(inputs)
         return relay_to_thread(self.loop, lambda: self._stream(template, inputs, watcher), context, caller)
@@ -285,8 +385,6 @@ class Session:
                       watcher: Any = None) -> AsyncIterator[Any]:
         """`stream` for async code on any loop; closing early or cancelling the consumer
         cancels the query."""
-        from accel.runtime.output_stream import relay_to_loop
-
         loop, inputs = self.loop, dict(inputs)
         if asyncio.get_running_loop() is loop and context is None:
             items = self._stream(template, inputs, watcher)

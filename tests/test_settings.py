@@ -136,17 +136,16 @@ def test_the_scan_leaves_other_code_alone(source: str) -> None:
 
 
 def test_switches_keep_their_meaning(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("ACCEL_AUTO", "ACCEL_PROGRAM_PRIORITY", "ACCEL_LEARNED_PREFILL"):
+    for name in ("ACCEL_AUTO", "ACCEL_PROGRAM_PRIORITY"):
         monkeypatch.delenv(name, raising=False)
     unset = Settings()
-    assert (unset.auto, unset.program_priority, unset.learned_prefill) == (False, True, True)
+    assert (unset.auto, unset.program_priority) == (False, True)
     for value, on in (("1", True), ("yes", True), ("0", False), ("off", False), ("maybe", False)):
         monkeypatch.setenv("ACCEL_AUTO", value)
         assert Settings().auto is on, value
     for value, on in (("0", False), (" False ", False), ("no", False), ("1", True), ("", True)):
         monkeypatch.setenv("ACCEL_PROGRAM_PRIORITY", value)
-        monkeypatch.setenv("ACCEL_LEARNED_PREFILL", value)
-        assert (Settings().program_priority, Settings().learned_prefill) == (on, on), value
+        assert Settings().program_priority is on, value
 
 
 def test_scale_out_and_hosting_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

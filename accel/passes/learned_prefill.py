@@ -7,7 +7,7 @@ LLM call's text, the passages a search returned): `learn`. Every later run check
 pattern held (`reproduced`: how many leading parts its real prompt repeats); what it held is
 what may be warmed in the next runs. As soon
 as the values a prefix needs are known (`ready`) while a later value of the prompt is still to
-come (`waiting`), the floor warms that prefix in vLLM's prefix cache, as pass 3 does for
+come (`waiting`), the runtime warms that prefix in vLLM's prefix cache, as pass 3 does for
 lowered prompts: the program is still busy producing the rest. The request the program then sends is never touched: a wrong guess costs a
 warm-up, never an answer.
 
@@ -15,8 +15,10 @@ Only prefixes that hold a run's own value are worth warming (`worth_warming`): a
 static text alone is the same in every run, so vLLM's automatic prefix cache already holds it
 after the first.
 
-Pure functions over recorded prompts and values; the floor
-(`accel.adapters.common.floor.learned`) records, and sends the warm-ups.
+Pure functions over recorded prompts and values: the runtime's program model
+(`accel.runtime.programs.learned`, which takes this module as its `WarmDecisions`) records the
+runs, applies the warm-up policy and sends the warm-ups; the floor only reports the calls. Its
+one switch is this pass's name in `WrapOptions.disabled_passes`.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from opentelemetry import trace
 
 from accel.engines.base import Engine
 from accel.engines.errors import EngineUnavailable
+from accel.profiles import DEFAULT_LLM_SPARE
 from accel.ir.template import Template
 from accel.runtime.engine_scheduler import EngineScheduler
 from accel.runtime.graph_scheduler import QueryRun
@@ -28,6 +29,7 @@ from accel.runtime.limits import EngineLimits
 from accel.runtime.output_stream import StreamItem, stream_query
 from accel.runtime.plan import Plan, build_plan
 from accel.runtime.policies import PolicyName, get_policy
+from accel.runtime.programs import Priorities, Programs
 from accel.runtime.watch import QueryWatcher
 from accel.tracer.spans import get_tracer, query_span
 
@@ -49,6 +51,8 @@ class Runtime:
         profiles: Mapping[str, EngineLimits | Any] | None = None,
         max_workers: int = LOCAL_WORKERS,
         tracer_provider: trace.TracerProvider | None = None,
+        priorities: Priorities | None = None,
+        llm_spare: Callable[[], int] = lambda: DEFAULT_LLM_SPARE,
     ) -> None:
         get_policy(policy)  # fail on a typo now, not at the first query
         profiles = profiles or {}
@@ -63,6 +67,8 @@ class Runtime:
         self._tracer_provider = tracer_provider
         self._plans: weakref.WeakKeyDictionary[Template, Plan] = weakref.WeakKeyDictionary()
         self._ids = itertools.count()
+        self.programs = Programs(self.schedulers, self.engines, priorities=priorities or Priorities(), llm_spare=llm_spare)
+        """The engine calls of wrapped runs that run their own code (`accel.runtime.programs`)."""
 
     async def start(self) -> None:
         """Start the engine schedulers and the worker pool for blocking local code."""

@@ -45,7 +45,6 @@ from accel.caller import LoopCaller, ThreadCaller
 from accel.engines.errors import EngineError
 from accel.ir.expand import has_engine_work
 from accel.scope import WrappedRun, context_with, stock_call, wrapped_run
-from accel.session import batch_scope
 
 log = logging.getLogger("accel.adapters.langchain")
 
@@ -172,14 +171,14 @@ class WrappedRunnable(StockRuns, Runnable[Any, Any]):
         if self._own_batch:
             why = f"{', '.join(self._own_batch)} batch(es) on their own"
             return self._stock(why, "batch", inputs, config, return_exceptions=return_exceptions, target=self.original, **kwargs)
-        with batch_scope(self._template, self.counters):  # issue 13: the batch's identical requests run once
+        with self._session.share(self._template, self.counters):  # issue 13: the batch's identical requests run once
             return super().batch(inputs, config, return_exceptions=return_exceptions, **kwargs)
 
     async def abatch(self, inputs: list[Any], config: Any = None, *, return_exceptions: bool = False, **kwargs: Any) -> list[Any]:
         if self._own_batch:
             why = f"{', '.join(self._own_batch)} batch(es) on their own"
             return await self._astock(why, "abatch", inputs, config, return_exceptions=return_exceptions, target=self.original, **kwargs)
-        with batch_scope(self._template, self.counters):  # issue 13: the batch's identical requests run once
+        with self._session.share(self._template, self.counters):  # issue 13: the batch's identical requests run once
             return await super().abatch(inputs, config, return_exceptions=return_exceptions, **kwargs)
 
     def _query(self, input: Any, run_manager: Any, config: RunnableConfig, caller: Any, kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from accel.adapters.langchain.ops import ChatResult
-from accel.session import Delta, StreamItem
+from accel.types import Delta, StreamItem
 
 
 class Chunks:

@@ -18,7 +18,7 @@ A node whose runnable is itself an LCEL composition with engine work (`add_node(
 prompt | llm | ...)`) is lowered by the LangChain adapter: the copy's node runs the wrapped
 chain (one graph per call, the passes applied), everything else in the node is as stock.
 
-The drop-in keeps one learned-prefill model (`accel.adapters.common.floor.learned`): each run
+The drop-in keeps one learned-prefill model (`Session.learner`): each run
 records its engine calls by node and task (LangGraph's `langgraph_checkpoint_ns`), and prompts
 seen in earlier runs are warmed as soon as the run has produced what they open with.
 """
@@ -30,6 +30,7 @@ import contextvars
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
+from accel.adapters.common.floor import values
 from accel.adapters.langgraph.structure import GraphStructure, explain_structure, read_structure, task_of
 from accel.options import WrapOptions
 from accel.passes import learned_prefill
@@ -42,14 +43,12 @@ class _Accel:
     attribute to `__init__`)."""
 
     def __init__(self, original: Any, structure: GraphStructure, session: Any, options: WrapOptions) -> None:
-        from accel.adapters.common.floor import learned
-
         self.original = original
         self.structure = structure
         self.session = session
         self.name = original.get_name()
         self.lowered: dict[str, Any] = {}  # node name -> its LCEL runnable, lowered
-        self.model = learned.model_for(self.name, options.disabled_passes)
+        self.model = session.learner(self.name, options.disabled_passes)
 
     def new_run(self) -> WrappedRun:
         return WrappedRun(app=self.name, session=self.session,
@@ -60,7 +59,7 @@ class _Accel:
         the returned function ends it."""
         if self.model is None or run is not fresh:
             return _nothing
-        return self.model.start(run, _task_locator(), input).end
+        return self.model.start(run, _task_locator(), values.of_input(input))
 
     @contextlib.contextmanager
     def program(self, input: Any) -> Iterator[WrappedRun]:

@@ -3,7 +3,7 @@ included), conditional edges with their possible targets, `Send` fan-out and `Co
 
 The structure gives each node its remaining depth: the longest path, in nodes, from it to END
 (back edges of loops left out, so a cycle does not make it infinite). A run's LLM requests
-carry the remaining depth of the node that makes them (`accel.adapters.common.floor.programs`):
+carry the remaining depth of the node that makes them (`accel.runtime.programs.priority`):
 runs close to the end go first. Which node is running is read from LangGraph's own config
 metadata (`langgraph_node`, `langgraph_checkpoint_ns`), which it sets for every task and which
 every LangChain call made inside the node inherits.

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from accel.adapters.common.floor import learned
 from accel.registry import TemplateCompiler
 
 from .capture import capturing, engine_class
@@ -92,7 +91,7 @@ def wrap_object(obj: Any, *, policy: str = "topology", disabled_passes: tuple[st
         overrides = sub_question_overrides()
         lower.lowered.append("sub-questions -> parallel branches (each answered by its tool's query engine, side by side)")
     kind = DropInInfo(_name(obj), session, lowered=lower.lowered, parts=lower.parts,
-                      model=learned.model_for(_name(obj), tuple(disabled_passes)))
+                      model=session.learner(_name(obj), disabled_passes))
     kind.captured, kind.as_is = engine_components(obj, replace)
     if not lower.lowered:
         kind.as_is.insert(0, f"{_name(obj)}: opaque, run as-is (its own code; nothing in it is lowered)")

@@ -24,7 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from accel.adapters.common.floor import values
 from accel.scope import WrappedRun, wrapped_run
+from accel.types import ProgramLearner
 
 # the entry points a LlamaIndex object may have, by family; every one present is wrapped
 ENTRY_POINTS: tuple[str, ...] = (
@@ -44,7 +46,7 @@ class DropInInfo:
     as_is: list[str] = field(default_factory=list)
     parts: list[Any] = field(default_factory=list)  # lowered components, explained below
     helper: Any = None  # what a lowered drop-in runs instead of the class's own code
-    model: Any = None  # learned prefill over the object's own code (`floor.learned.ProgramModel`)
+    model: ProgramLearner | None = None  # learned prefill over the object's own code (`Session.learner`)
 
     def explain(self) -> str:
         lines = [f"accel.wrap({self.kind}): drop-in of the same class; its own code runs inside a wrapped run"]
@@ -105,7 +107,7 @@ def _record(obj: Any, run: WrappedRun, fresh: WrappedRun, args: tuple, kwargs: d
     found = info(obj)
     if found is None or found.model is None or run is not fresh:
         return _nothing
-    return found.model.start(run, None, {"args": list(args), "kwargs": kwargs}).end
+    return found.model.start(run, None, values.of_input({"args": list(args), "kwargs": kwargs}))
 
 
 def _end_with(result: Any, end: Callable[[], None]) -> None:

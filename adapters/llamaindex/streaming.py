@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from accel.engines.errors import PromptTooLong
-from accel.session import Delta, StreamItem
+from accel.types import Delta, StreamItem
 
 from .errors import stock_error
 from .prompts import PlanMismatch

@@ -1,7 +1,7 @@
-"""The floor's own machinery, on a plug-in for a throwaway class and fake engines (FakeEngine:
-scheduler unit tests only): inert outside runs, stock for unmapped calls and failing plans,
-fallback on engine errors, batching across programs, reversible patching; program priorities;
-LangGraph structure depths."""
+"""The floor's own machinery, on a plug-in for a throwaway class and fake engines (FakeEngine,
+FakeLLMEngine: scheduler unit tests only): inert outside runs, stock for unmapped calls and
+failing plans, fallback on engine errors, batching across programs, reversible patching;
+program priorities as the session gives them; LangGraph structure depths."""
 
 from __future__ import annotations
 
@@ -16,12 +16,16 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from accel.adapters.common.bindings import EngineSpec
-from accel.adapters.common.floor import Call, Plugin, arouted, programs, register, route, routed
+from accel.adapters.common.floor import Plugin, arouted, register, route, routed
 from accel.adapters.common.floor import install, is_patched, uninstall
+from accel.config import Settings
+from accel.engines.base import GenerationRequest
 from accel.engines.errors import ModelNotFound
-from accel.testing.fakes import FakeEngine
+from accel.runtime.programs import QUANTUM_S, Priorities, plas_level
+from accel.testing.fakes import FakeEngine, FakeLLMEngine
 from accel.scope import WrappedRun, stock_call, wrapped_run
 from accel.session import Session
+from accel.types import EngineCall, EngineLimits, OnSessionLoop
 
 
 class Doubler:
@@ -59,7 +63,7 @@ def plugin(session):
             return "nothing to do"
         if any(x < 0 for x in xs):
             raise ValueError("negative")
-        return Call(failing if 999 in xs else spec, list(xs))
+        return EngineCall(failing if 999 in xs else spec, list(xs), "Doubler")
 
     name = f"test:{module.__name__}"
     register(Plugin(name, module.__name__, "Doubler", {"double": routed("Doubler", plan), "adouble": arouted("Doubler", plan)}))
@@ -135,18 +139,44 @@ def test_uninstall_restores_and_install_repatches(plugin) -> None:
 
 
 def test_program_priorities() -> None:
+    priorities = Priorities()
     run = WrappedRun(app="t")
-    assert programs.priority(run) == 0
-    run.add_service(programs.QUANTUM_S * 4.5)
-    assert programs.priority(run) == programs.plas_level(run.attained_s) == 3  # log2(4.5) -> 2, + 1
+    assert priorities.of(run) == 0
+    run.add_service(QUANTUM_S * 4.5)
+    assert priorities.of(run) == plas_level(run.attained_s) == 3  # log2(4.5) -> 2, + 1
     deep = WrappedRun(app="t", remaining_depth=lambda: 2)
     deep.add_service(100.0)
-    assert programs.priority(deep) == 2  # known structure wins over attained service
-    programs.set_enabled(False)
+    assert priorities.of(deep) == 2  # known structure wins over attained service
+    assert Priorities(enabled=False).of(deep) == Priorities(enabled=False).of(run) == 0
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_the_session_sends_program_priorities_unless_its_settings_switch_them_off(on: bool) -> None:
+    session = Session(settings=Settings(program_priority=on))
+    llm = FakeLLMEngine()
+    spec = EngineSpec("llm", f"fake-llm-{uuid.uuid4().hex}", lambda: llm, EngineLimits(use_priority=True))
     try:
-        assert programs.priority(deep) == 0 and programs.priority(run) == 0
+        for run in (WrappedRun(app="t", session=session, remaining_depth=lambda: 2), WrappedRun(app="t", session=session)):
+            run.add_service(QUANTUM_S * 4.5)
+            call = EngineCall(spec, [GenerationRequest(prompt="hi")], "t", shape=lambda results: results[0].text)
+            assert session.call(run, call) == "reply to hi"
     finally:
-        programs.set_enabled(True)
+        session.shutdown()
+    assert [r.priority for r in llm.requests] == ([2, 3] if on else [0, 0])
+    assert all(r.request_id.startswith("program") for r in llm.requests)
+
+
+def test_a_blocking_call_on_the_session_loop_is_refused(session) -> None:
+    spec = EngineSpec("embed", f"fake-{uuid.uuid4().hex}", lambda: FakeEngine("fake"))
+    call = EngineCall(spec, [1], "t")
+    run = run_in(session)
+
+    async def on_loop():
+        with pytest.raises(OnSessionLoop):
+            session.call(run, call)
+        return await session.acall(run, call)  # the async door serves the loop itself
+
+    assert asyncio.run_coroutine_threadsafe(on_loop(), session.loop).result(10) == [1]
 
 
 def test_langgraph_structure_depths() -> None:

@@ -1,48 +1,72 @@
-"""Learned prefill's bookkeeping at the floor, without engines: which sites a run warms, when,
+"""Learned prefill's bookkeeping, driven through the session's door as the floor drives it
+(`Session.learner`, `learner.start`, `Session.call` with `EngineCall`s), on fake engines
+(FakeEngine / FakeLLMEngine: warm-up policy unit tests only): which sites a run warms, when,
 and when a site stops being warmed. The warm-up itself (`RunRecorder._launch`) is replaced by
 a list that records what would be sent."""
 
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 
 from accel.adapters.common.bindings import EngineSpec
-from accel.adapters.common.floor import learned, values
+from accel.adapters.common.floor import values
+from accel.engines.base import GenerationRequest, SamplingParams, SearchHit
+from accel.ir.dynamic import Site
+from accel.options import WrapOptions
 from accel.scope import WrappedRun
+from accel.session import Session
+from accel.testing.fakes import FakeEngine, FakeLLMEngine
+from accel.types import EngineCall
 
-ENGINE = EngineSpec("llm", ("http://fake/v1", "m"), lambda: None)
 DOC = "heapq.heappush(heap, item): push the value item onto the heap, keeping the heap invariant."
 QUESTION = "How do I push onto a heap?"
-
-
-class Program:
-    """A fake program: retrieve, then `grades` sequential LLM calls, then an answer whose prompt
-    quotes the passage and the last grade."""
-
-    def __init__(self, model: learned.ProgramModel) -> None:
-        self.model = model
-        self.sent: list[tuple[str, int]] = []
-
-    def run(self, question: str, doc: str, *, node: str = "n", answer_prefix: str = "Context:\n") -> learned.RunRecorder:
-        recorder = self.model.start(WrappedRun(app="fake"), lambda: (node, f"{node}:task"), {"question": question})
-        recorder._launch = lambda warms, values: self.sent.extend((str(w.site), w.parts) for w in warms)
-        search = recorder.site("vectordb")
-        recorder.results(search, [doc])
-        grade = recorder.site("llm")
-        recorder.llm_request(grade, f"Grade this: {doc}", ENGINE)
-        recorder.llm_response(grade, "the grade says yes, relevant", None)
-        answer = recorder.site("llm")
-        recorder.llm_request(answer, f"{answer_prefix}{doc}\nGrade: the grade says yes, relevant\nQ: {question}", ENGINE)
-        recorder.llm_response(answer, "an answer", None)
-        recorder.end()
-        return recorder
+GRADE = "the grade says yes, relevant"
 
 
 @pytest.fixture
-def program() -> Program:
-    return Program(learned.ProgramModel("fake"))
+def session():
+    session = Session()
+    yield session
+    session.shutdown()
+
+
+class Program:
+    """A fake program: retrieve, then an LLM grade, then an answer whose prompt quotes the
+    passage and the grade; its calls go through `session.call` as the floor makes them."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.model = session.learner("fake", WrapOptions().disabled_passes)
+        key = uuid.uuid4().hex
+        self.llm = FakeLLMEngine(reply=lambda request: GRADE if request.prompt.startswith("Grade") else "an answer")
+        self.llm_spec = EngineSpec("llm", ("fake-llm", key), lambda: self.llm)
+        self.store_spec = EngineSpec("vectordb", ("fake-store", key),
+                                     lambda: FakeEngine("fake-store", compute=lambda doc: [SearchHit("0", doc, 1.0)]))
+        self.sent: list[tuple[str, int]] = []
+
+    def ask(self, run: WrappedRun, prompt: str) -> str:
+        call = EngineCall(self.llm_spec, [GenerationRequest(prompt=prompt, params=SamplingParams(max_tokens=8))], "fake-llm",
+                          shape=lambda results: results[0].text, prompt=prompt, answer=lambda generation: (generation.text, None))
+        return self.session.call(run, call)
+
+    def run(self, question: str, doc: str, *, node: str = "n", answer_prefix: str = "Context:\n") -> WrappedRun:
+        run = WrappedRun(app="fake", session=self.session)
+        end = self.model.start(run, lambda: (node, f"{node}:task"), values.of_input({"question": question}))
+        run.recorder._launch = lambda warms, values: self.sent.extend((str(w.site), w.parts) for w in warms)
+        found = self.session.call(run, EngineCall(self.store_spec, [doc], "fake-store", shape=lambda results: results[0]))
+        assert [hit.text for hit in found] == [doc]
+        grade = self.ask(run, f"Grade this: {doc}")
+        assert self.ask(run, f"{answer_prefix}{doc}\nGrade: {grade}\nQ: {question}") == "an answer"
+        end()
+        return run
+
+
+@pytest.fixture
+def program(session) -> Program:
+    return Program(session)
 
 
 def test_the_first_run_teaches_and_the_next_ones_warm_the_prefix_known_early(program):
@@ -52,9 +76,10 @@ def test_the_first_run_teaches_and_the_next_ones_warm_the_prefix_known_early(pro
     # the answer's prompt: "Context:\n" + passage + "\nGrade: " + grade text + ...; after the
     # search, its first two parts are known while the grade is still to come
     assert program.sent == [("llm:n/0#1", 3)]
-    model = program.model.sites
-    answer = next(m for s, m in model.items() if s.ordinal == 1)
+    answer = next(m for s, m in program.model.sites.items() if s.ordinal == 1)
     assert answer.learned.slots() == ["vectordb:n/0#0[0]", "llm:n/0#0", "input.question"]
+    assert len(program.llm.requests) == 4  # the program's own requests went out unchanged
+    assert all(r.request_id.startswith("program") and "/fake-llm#" in r.request_id for r in program.llm.requests)
 
 
 def test_a_call_whose_prompt_is_known_and_made_at_once_is_not_warmed(program):
@@ -77,7 +102,7 @@ def test_a_changed_pattern_is_learned_again_and_warmed_only_as_far_as_it_held(pr
 def test_warm_ups_not_found_in_the_cache_stop_the_site(program):
     program.run(QUESTION, DOC)
     site = next(s for s in program.model.sites if s.ordinal == 1)
-    for _ in range(learned.MAX_MISSES):
+    for _ in range(3):  # MAX_MISSES
         program.model.cache_report(site, warmed=256, cached=0)
     assert program.model.sites[site].stopped
     program.sent.clear()
@@ -86,21 +111,29 @@ def test_warm_ups_not_found_in_the_cache_stop_the_site(program):
 
 
 def test_a_site_called_twice_in_one_run_is_not_warmed(program):
-    recorder = program.model.start(WrappedRun(app="fake"), lambda: ("loop", "loop:1"), {})
-    recorder.llm_request(learned.Site("loop", 0, "llm", 0), "x" * 40, ENGINE)
-    recorder._called[learned.Site("loop", 0, "llm", 0)] += 1
-    recorder.end()
+    run = WrappedRun(app="fake", session=program.session)
+    end = program.model.start(run, lambda: ("loop", "loop:1"), {})
+    loop = Site("loop", 0, "llm", 0)
+    run.recorder.llm_request(loop, "x" * 40, "llm0")
+    run.recorder.llm_request(loop, "x" * 40, "llm0")
+    end()
     assert program.model.targets() == []
     assert "called more than once" in "\n".join(program.model.explain())
 
 
-def test_sites_tell_visits_of_a_node_apart():
+def test_sites_tell_visits_of_a_node_apart(program):
     task = ["a:1"]
-    recorder = learned.ProgramModel("fake").start(WrappedRun(app="fake"), lambda: ("a", task[0]), {})
-    first, second = recorder.site("llm"), recorder.site("llm")
+    run = WrappedRun(app="fake", session=program.session)
+    program.model.start(run, lambda: ("a", task[0]), {})
+    first, second = run.recorder.site("llm"), run.recorder.site("llm")
     task[0] = "a:2"  # the node runs again (a loop): a second visit, its calls counted afresh
-    third = recorder.site("llm")
+    third = run.recorder.site("llm")
     assert [(s.visit, s.ordinal) for s in (first, second, third)] == [(0, 0), (0, 1), (1, 0)]
+
+
+def test_learning_is_off_where_the_options_disable_the_pass(session):
+    assert session.learner("fake", WrapOptions(disabled_passes=["learned_prefill"]).disabled_passes) is None
+    assert Session(disabled_passes=["learned_prefill"]).learner("fake") is None
 
 
 def test_request_prompts_and_response_texts_are_read_as_the_server_sees_them():
@@ -130,10 +163,11 @@ def test_a_failing_warm_up_is_counted_and_leaves_the_run_alone(program):
     from accel.engines.errors import EngineError
 
     program.run(QUESTION, DOC)
-    recorder = program.model.start(WrappedRun(app="fake"), None, {})
+    run = WrappedRun(app="fake", session=program.session)
+    program.model.start(run, None, {})
     failed: concurrent.futures.Future[None] = concurrent.futures.Future()
     failed.set_exception(EngineError("vllm-openai", "the server went away", "restart it"))
-    recorder._done(failed)  # what the warm-up task's completion reports; nothing is raised
+    run.recorder._done(failed)  # what the warm-up task's completion reports; nothing is raised
     assert program.model.failed_warmups == 1
     assert "warm-ups that failed (no effect on runs): 1" in "\n".join(program.model.explain())
 
@@ -141,9 +175,10 @@ def test_a_failing_warm_up_is_counted_and_leaves_the_run_alone(program):
 def test_ending_a_run_cancels_its_warm_ups_in_flight(program):
     import concurrent.futures
 
-    recorder = program.model.start(WrappedRun(app="fake"), None, {})
+    run = WrappedRun(app="fake", session=program.session)
+    end = program.model.start(run, None, {})
     pending: concurrent.futures.Future[None] = concurrent.futures.Future()
-    recorder._futures.add(pending)
-    recorder.end()
+    run.recorder._futures.add(pending)
+    end()
     assert pending.cancelled()
     assert program.model.finished == 1

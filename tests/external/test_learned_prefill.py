@@ -13,7 +13,6 @@ import pytest
 pytest.importorskip("langgraph")
 
 import accel  # noqa: E402
-from accel.adapters.common.floor import learned  # noqa: E402
 
 from .apps import lg_self_rag  # noqa: E402
 from .fidelity import assert_same_requests, record  # noqa: E402
@@ -118,13 +117,9 @@ def test_a_prompt_that_changes_every_run_is_not_warmed_once_seen_to_change(store
     assert f"learned again {len(questions) - 1}x" in generate_site.group(1), explained
 
 
-def test_learning_can_be_switched_off_for_the_process(store, chat, llm_proxy, questions) -> None:
+def test_learning_is_switched_off_by_the_wrap_options(store, chat, llm_proxy, questions) -> None:
     graph = lg_self_rag.build(store, chat)
-    fast = accel.wrap(graph)
-    learned.set_enabled(False)
-    try:
-        ours = record(lambda: [fast.invoke({"question": q}) for q in questions], llm_proxy)
-    finally:
-        learned.set_enabled(True)
+    fast = accel.wrap(graph, disabled_passes=["learned_prefill"])
+    ours = record(lambda: [fast.invoke({"question": q}) for q in questions], llm_proxy)
     assert ours.warmups == 0
-    assert f"LLM call site(s) over {len(questions)} finished run(s)" in fast.explain()  # still learned
+    assert "learned prefill: off (disabled_passes)" in fast.explain()

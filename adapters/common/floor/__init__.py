@@ -4,9 +4,11 @@ are called (LangGraph nodes, `RunnableLambda`s, custom query engines, tools).
 
 During a wrapped run (`accel.scope.current_run()` is not None), and process-wide under
 `ACCEL_AUTO=1` (`route.set_auto(True)`), a patched component method builds the engine requests
-its own code would make and submits them as one `EngineTask` of the run's program, so
-concurrent runs batch their embeddings, reranking and searches, and LLM requests carry the
-program's priority (`programs`). Requests and results are the component's own: the plug-in
+its own code would make and reports them as an `EngineCall` to the run's session
+(`Session.call` and its async and streaming twins), which makes them one task of the run's
+program (`accel.runtime.programs`), so concurrent runs batch their embeddings, reranking and
+searches, and LLM requests carry the program's priority. The floor builds no task and sees no
+scheduler. Requests and results are the component's own: the plug-in
 reproduces exactly what the stock method sends and returns, below the callback layer, so
 callbacks and instrumentation fire as stock's. Outside a wrapped run, inside `stock_call()`,
 or for options a plug-in does not map, the original method runs. `uninstall()` restores
@@ -16,15 +18,17 @@ How a component plugs in (framework plug-ins live beside their adapter, e.g.
 `accel.adapters.langchain.floor`; a plug-in module only registers, it imports no framework):
 
     from accel.adapters.common import bindings
-    from accel.adapters.common.floor import Call, Plugin, arouted, register, routed
+    from accel.adapters.common.floor import Plugin, arouted, register, routed
     from accel.engines.embeddings import EmbedRequest
+    from accel.types import EngineCall
 
     def embed_plan(self, texts):                      # same arguments as the method
         if self.device != "cpu":
             return "a GPU model in the app's own process"    # -> stock, counted and logged once
-        return Call(bindings.embedder(self.model_path),      # the shared engine (kind, key)
-                    [EmbedRequest(t, normalize=True) for t in texts],
-                    shape=lambda vectors: vectors)            # results -> the method's return value
+        return EngineCall(bindings.embedder(self.model_path),  # the shared engine (kind, key)
+                          [EmbedRequest(t, normalize=True) for t in texts],
+                          "HuggingFaceEmbedding",             # counters, logs, the task's name
+                          shape=lambda vectors: vectors)      # results -> the method's return value
 
     register(Plugin("llamaindex:HuggingFaceEmbedding",       # label for counters and logs
                     "llama_index.embeddings.huggingface.base",   # module, patched when imported
@@ -33,8 +37,8 @@ How a component plugs in (framework plug-ins live beside their adapter, e.g.
                      "_aget_text_embeddings": arouted("HuggingFaceEmbedding", embed_plan)}))
 
 - `routed(component, plan)` / `arouted(component, plan)` make the replacement for a sync /
-  async method. `plan(self, *args, **kwargs)` returns a `Call(engine_spec, requests, shape)`
-  or a string (why this call stays stock); for `arouted` it may be a coroutine (e.g. to run
+  async method. `plan(self, *args, **kwargs)` returns an `EngineCall(engine_spec, requests,
+  component, shape)` or a string (why this call stays stock); for `arouted` it may be a coroutine (e.g. to run
   the store's own lazy async initialisation first). A plan that raises, or an `EngineError`
   before results arrive, runs the original: the caller gets stock's result or exception.
 - Requests are those the engines in `accel.engines` take: `EmbedRequest` (embedder),
@@ -42,9 +46,9 @@ How a component plugs in (framework plug-ins live beside their adapter, e.g.
   `"llamaindex:<table>"` collection (pgvector); engines come from `adapters.common.bindings`
   so every framework's calls to one model or database share one engine and batch together.
 - For shapes `routed` does not fit (streams, HTTP), a `Plugin` maps method names to any
-  `wrap(original) -> replacement` and calls `route.submit_sync/submit_async/stream_sync/
-  stream_async(run, spec, requests, component)` itself, as `openai_sdk` does for every
-  framework's OpenAI client (so LLMs on OpenAI-compatible servers need no per-framework plug-in).
+  `wrap(original) -> replacement` and calls `route.session_of(run).call/acall/stream_call/
+  astream_call(run, engine_call)` itself, as `openai_sdk` does for every framework's OpenAI
+  client (so LLMs on OpenAI-compatible servers need no per-framework plug-in).
 - Register plug-in packages in `PLUGIN_PACKAGES` (framework root module -> package) so that
   `install()` imports them; `install()` is called by each adapter package on import and by
   `ACCEL_AUTO` (`accel.patches.floor`). `stats.snapshot()` counts routed / stock / fallback calls.
@@ -56,8 +60,7 @@ import functools
 import importlib
 import threading
 
-from accel.adapters.common.floor import programs
-from accel.adapters.common.floor.plugins import Call, Plugin, arouted, install as _install_plugins
+from accel.adapters.common.floor.plugins import Plugin, arouted, install as _install_plugins
 from accel.adapters.common.floor.plugins import installed, is_patched, plugins, register, routed, uninstall
 from accel.adapters.common.floor.route import active_run, set_auto, stats
 
@@ -100,6 +103,6 @@ _hooked = {"done": False}
 
 
 __all__ = [
-    "PLUGIN_PACKAGES", "Call", "Plugin", "active_run", "arouted", "install", "installed", "is_patched",
-    "plugins", "programs", "register", "routed", "set_auto", "stats", "uninstall",
+    "PLUGIN_PACKAGES", "Plugin", "active_run", "arouted", "install", "installed", "is_patched",
+    "plugins", "register", "routed", "set_auto", "stats", "uninstall",
 ]

@@ -20,8 +20,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from accel.adapters.common.floor.plugins import Call, Plugin, register, routed
+from accel.adapters.common.floor.plugins import Plugin, register, routed
 from accel.adapters.common.server_encoders import rerank_server
+from accel.types import EngineCall
 
 COMPONENT = "cohere:ClientV2.rerank"
 _HOSTED = ("api.cohere.com", "api.cohere.ai")
@@ -33,7 +34,7 @@ def _omitted(value: Any) -> bool:
 
 
 def _rerank(client: Any, *, model: str, query: str, documents: Any, top_n: Any = Ellipsis,
-            max_tokens_per_doc: Any = Ellipsis, priority: Any = Ellipsis, request_options: Any = None) -> Call | str:
+            max_tokens_per_doc: Any = Ellipsis, priority: Any = Ellipsis, request_options: Any = None) -> EngineCall | str:
     base_url = str(client._client_wrapper.get_base_url()).rstrip("/")
     if any(host in base_url for host in _HOSTED):
         return "Cohere's hosted API"
@@ -47,8 +48,8 @@ def _rerank(client: Any, *, model: str, query: str, documents: Any, top_n: Any =
     auth = client._client_wrapper.get_headers().get("Authorization", "")
     api_key = auth.removeprefix("Bearer ") or "EMPTY"
     limit = None if _omitted(top_n) or top_n == 0 else int(top_n)
-    return Call(rerank_server(base_url, model, api_key), [(query, d) for d in docs],
-                shape=lambda scores: _response(model, docs, scores, limit))
+    return EngineCall(rerank_server(base_url, model, api_key), [(query, d) for d in docs], COMPONENT,
+                      shape=lambda scores: _response(model, docs, scores, limit))
 
 
 def _response(model: str, docs: list[str], scores: list[float], top_n: int | None) -> Any:

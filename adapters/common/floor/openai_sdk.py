@@ -31,8 +31,7 @@ from accel.adapters.common.floor.plugins import Plugin, register
 from accel.adapters.common.server_encoders import embed_server
 from accel.engines.errors import EngineError
 from accel.engines.llm.api_call import APICall, APIChunk, APIResponse
-from accel.ir.dynamic import Site
-from accel.scope import WrappedRun
+from accel.types import EngineCall, OnSessionLoop
 
 COMPONENT = "openai-sdk"
 EMBED_COMPONENT = "openai-sdk:embeddings"
@@ -56,19 +55,35 @@ def _embedding(request: httpx.Request) -> bool:
     return request.url.path.endswith(_EMBEDDING_PATH)
 
 
-def _call(client: Any, request: httpx.Request) -> tuple[bindings.EngineSpec, APICall]:
+def _call(client: Any, request: httpx.Request, learning: bool) -> EngineCall:
+    """The engine call of one request: an embedding server's, or an LLM server's (with the
+    prompt and the generated text as learned prefill reads them, where the run is `learning`)."""
     body = request.read()
     call = APICall(request.method, str(request.url), tuple(request.headers.multi_items()), body,
                    timeout=request.extensions.get("timeout"))
     api_key = str(getattr(client, "api_key", None) or "EMPTY")
+    shape = functools.partial(_response, request)
     if _embedding(request):
-        return embed_server(str(client.base_url), api_key), call
+        return EngineCall(embed_server(str(client.base_url), api_key), [call], EMBED_COMPONENT, shape=shape)
     spec = bindings.openai_server(str(client.base_url).rstrip("/"), call.model or "", api_key)
-    return spec, call
+    return EngineCall(spec, [call], COMPONENT, shape=shape, prompt=values.request_prompt(body) if learning else None,
+                      answer=_answer)
 
 
-def _response(request: httpx.Request, answer: APIResponse) -> httpx.Response:
+def _response(request: httpx.Request, results: list[APIResponse]) -> httpx.Response:
+    [answer] = results
     return httpx.Response(answer.status, headers=list(answer.headers), content=answer.content, request=request)
+
+
+def _answer(result: object) -> tuple[str | None, int | None]:
+    """The generated text and cached prompt tokens of a response, or of a stream's chunks."""
+    if isinstance(result, APIResponse):
+        return values.response_text(result.content) if result.status == 200 else (None, None)
+    chunks = result if isinstance(result, list) else []
+    status = next((c.head.status for c in chunks if isinstance(c, APIChunk) and c.head is not None), 0)
+    if status != 200:
+        return None, None
+    return values.stream_text(b"".join(c.data for c in chunks if isinstance(c, APIChunk)))
 
 
 class _SyncBody(httpx.SyncByteStream):
@@ -107,24 +122,18 @@ def _send_sync(original: Any) -> Any:
         run = route.active_run()
         if run is None or not _routable(self, request, kwargs):
             return original(self, request, stream=stream, **kwargs)
-        spec, call = _call(self, request)
-        if _embedding(request):
-            try:
-                [answer] = route.submit_sync(run, spec, [call], EMBED_COMPONENT)
-            except (EngineError, route.OnSessionLoop) as err:
-                route.note_fallback(EMBED_COMPONENT, err)
-                return original(self, request, stream=stream, **kwargs)
-            return _response(request, answer)
-        site = _learn_request(run, spec, call.body)
+        call = _call(self, request, run.recorder is not None)
+        session = route.session_of(run)
         try:
-            if not stream:
-                [answer] = route.submit_sync(run, spec, [call], COMPONENT)
-                _learn_response(run, site, answer.status, answer.content)
-                return _response(request, answer)
-            chunks = _recorded_stream(run, site, route.stream_sync(run, spec, call, COMPONENT))
+            if not stream or _embedding(request):
+                response = session.call(run, call)
+                route.stats.count("routed", call.component)
+                return response
+            chunks: Iterator[Any] = session.stream_call(run, call)
+            route.stats.count("routed", call.component)
             head = next(chunks).head
-        except (EngineError, route.OnSessionLoop) as err:
-            route.note_fallback(COMPONENT, err)
+        except (EngineError, OnSessionLoop) as err:
+            route.note_fallback(call.component, err)
             return original(self, request, stream=stream, **kwargs)
         return httpx.Response(head.status, headers=list(head.headers), stream=_SyncBody(chunks), request=request)
 
@@ -137,102 +146,22 @@ def _send_async(original: Any) -> Any:
         run = route.active_run()
         if run is None or not _routable(self, request, kwargs):
             return await original(self, request, stream=stream, **kwargs)
-        spec, call = _call(self, request)
-        if _embedding(request):
-            try:
-                [answer] = await route.submit_async(run, spec, [call], EMBED_COMPONENT)
-            except EngineError as err:
-                route.note_fallback(EMBED_COMPONENT, err)
-                return await original(self, request, stream=stream, **kwargs)
-            return _response(request, answer)
-        site = _learn_request(run, spec, call.body)
+        call = _call(self, request, run.recorder is not None)
+        session = route.session_of(run)
         try:
-            if not stream:
-                [answer] = await route.submit_async(run, spec, [call], COMPONENT)
-                _learn_response(run, site, answer.status, answer.content)
-                return _response(request, answer)
-            chunks = _arecorded_stream(run, site, route.stream_async(run, spec, call, COMPONENT))
+            if not stream or _embedding(request):
+                response = await session.acall(run, call)
+                route.stats.count("routed", call.component)
+                return response
+            chunks: AsyncIterator[Any] = session.astream_call(run, call)
+            route.stats.count("routed", call.component)
             head = (await anext(chunks)).head
         except EngineError as err:
-            route.note_fallback(COMPONENT, err)
+            route.note_fallback(call.component, err)
             return await original(self, request, stream=stream, **kwargs)
         return httpx.Response(head.status, headers=list(head.headers), stream=_AsyncBody(chunks), request=request)
 
     return _send_request
-
-
-# ---- learned prefill: what the run sent and got back ---------------------------------------
-
-
-def _learn_request(run: WrappedRun, engine: bindings.EngineSpec, body: bytes) -> Site | None:
-    """An LLM request the floor is about to send for `run`: its site, or None where the run
-    does not learn."""
-    recorder = run.recorder
-    if recorder is None:
-        return None
-    site = recorder.site("llm")
-    recorder.llm_request(site, values.request_prompt(body), engine)
-    return site
-
-
-def _learn_response(run: WrappedRun, site: Site | None, status: int, content: bytes) -> None:
-    if site is not None and status == 200:
-        run.recorder.llm_response(site, *values.response_text(content))
-
-
-def _recorded_stream(run: WrappedRun, site: Site | None, chunks: Iterator[Any]) -> Iterator[Any]:
-    """`chunks` (APIChunks) passed through; the whole body, once read, is what the call produced."""
-    if site is None:
-        return chunks
-    return _recorded(run, site, chunks)
-
-
-class _Body:
-    """A streamed response's status and bytes, told to the run's recorder once complete."""
-
-    def __init__(self, run: WrappedRun, site: Site) -> None:
-        self.run, self.site = run, site
-        self.status = 0
-        self.data: list[bytes] = []
-
-    def add(self, chunk: APIChunk) -> APIChunk:
-        self.status = chunk.head.status if chunk.head is not None else self.status
-        self.data.append(chunk.data)
-        return chunk
-
-    def done(self) -> None:
-        if self.status == 200:
-            self.run.recorder.llm_response(self.site, *values.stream_text(b"".join(self.data)))
-
-
-def _recorded(run: WrappedRun, site: Site, chunks: Iterator[Any]) -> Iterator[Any]:
-    body = _Body(run, site)
-    try:
-        for chunk in chunks:
-            yield body.add(chunk)
-    finally:
-        close = getattr(chunks, "close", None)
-        if close is not None:
-            close()
-    body.done()
-
-
-def _arecorded_stream(run: WrappedRun, site: Site | None, chunks: AsyncIterator[Any]) -> AsyncIterator[Any]:
-    if site is None:
-        return chunks
-    return _arecorded(run, site, chunks)
-
-
-async def _arecorded(run: WrappedRun, site: Site, chunks: AsyncIterator[Any]) -> AsyncIterator[Any]:
-    body = _Body(run, site)
-    try:
-        async for chunk in chunks:
-            yield body.add(chunk)
-    finally:
-        aclose = getattr(chunks, "aclose", None)
-        if aclose is not None:
-            await aclose()
-    body.done()
 
 
 register(Plugin(COMPONENT + ":sync", "openai._base_client", "SyncAPIClient", {"_send_request": _send_sync}))

@@ -7,14 +7,16 @@ original (a method the class only inherited is removed again). Replacements are 
 a wrapped run (`route.active_run()` is None): they call the original with the same arguments.
 
 `routed(plan)` / `arouted(plan)` build the usual replacement: `plan(self, *args, **kwargs)`
-returns a `Call` (engine requests + how to shape the results into the method's return value)
-or a string saying why this call stays stock; an `EngineError` before any result comes back
-(engine cannot start, request it refuses) re-runs the call on the original, so the caller gets
-stock's result or stock's exception.
+returns an `EngineCall` (engine requests + how to shape the results into the method's return
+value), which the run's session makes one task of the run's program (`Session.call` /
+`acall`), or a string saying why this call stays stock; an `EngineError` before any result
+comes back (engine cannot start, request it refuses) re-runs the call on the original, so the
+caller gets stock's result or stock's exception.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import inspect
@@ -24,28 +26,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from accel.adapters.common.bindings import EngineSpec
-from accel.adapters.common.floor import route
+from accel.adapters.common.floor import route, values
 from accel.engines.errors import EngineError
-
-TEXT_RESULTS = frozenset({"vectordb", "search"})
-"""Engine kinds whose results carry passages (`SearchHit.text`) a later prompt may quote."""
+from accel.types import EngineCall, OnSessionLoop
 
 Wrap = Callable[[Any], Any]
 """`wrap(original) -> replacement` for one method."""
 
 
-@dataclass(frozen=True)
-class Call:
-    """What one component call asks of one engine, and how its results become the
-    component's own return value (`shape(results)`, results in request order)."""
-
-    engine: EngineSpec
-    requests: list[Any]
-    shape: Callable[[list[Any]], Any] = list
-
-
-Plan = Callable[..., "Call | str | Awaitable[Call | str]"]
+Plan = Callable[..., "EngineCall | str | Awaitable[EngineCall | str]"]
 
 
 @dataclass(frozen=True)
@@ -66,7 +55,7 @@ class Plugin:
 
 
 def routed(component: str, plan: Plan) -> Wrap:
-    """A sync replacement that sends the call's requests through the engine scheduler."""
+    """A sync replacement that sends the call's requests through the run's session."""
 
     def wrap(original: Any) -> Any:
         @functools.wraps(original)
@@ -77,14 +66,12 @@ def routed(component: str, plan: Plan) -> Wrap:
             call = _plan(component, plan, self, args, kwargs)
             if call is None:
                 return original(self, *args, **kwargs)
-            site = _site(run, call)
             try:
-                results = route.submit_sync(run, call.engine, call.requests, component)
-            except (EngineError, route.OnSessionLoop) as err:
+                value = route.session_of(run).call(run, call)
+            except (EngineError, OnSessionLoop) as err:
                 route.note_fallback(component, err)
                 return original(self, *args, **kwargs)
-            value = call.shape(results)
-            _record(run, site, results, value)
+            route.stats.count("routed", component)
             return value
 
         return replacement
@@ -106,14 +93,12 @@ def arouted(component: str, plan: Plan) -> Wrap:
                 call = _checked(component, await call)
             if call is None:
                 return await original(self, *args, **kwargs)
-            site = _site(run, call)
             try:
-                results = await route.submit_async(run, call.engine, call.requests, component)
+                value = await route.session_of(run).acall(run, call)
             except EngineError as err:
                 route.note_fallback(component, err)
                 return await original(self, *args, **kwargs)
-            value = call.shape(results)
-            _record(run, site, results, value)
+            route.stats.count("routed", component)
             return value
 
         return replacement
@@ -121,24 +106,8 @@ def arouted(component: str, plan: Plan) -> Wrap:
     return wrap
 
 
-def _site(run: Any, call: Call) -> Any:
-    """The call's site in a run that learns from its searches (their passages become values
-    later prompts may hold), else None."""
-    if run.recorder is None or call.engine.kind not in TEXT_RESULTS:
-        return None
-    return run.recorder.site(call.engine.kind)
-
-
-def _record(run: Any, site: Any, results: list[Any], value: Any) -> None:
-    """The passages a search found, and the objects the component made of them (a prompt
-    may quote a document's text or show the document itself)."""
-    if site is not None:
-        texts = [getattr(hit, "text", None) for hits in results for hit in (hits if isinstance(hits, list) else [])]
-        run.recorder.results(site, [t for t in texts if isinstance(t, str)], value)
-
-
 def _plan(component: str, plan: Plan, obj: Any, args: tuple, kwargs: dict) -> Any:
-    """The plan's Call, an awaitable of one, or None (stock: a reason, empty, or the plan
+    """The plan's EngineCall, an awaitable of one, or None (stock: a reason, empty, or the plan
     itself failed, in which case stock's own code raises stock's error)."""
     try:
         call = plan(obj, *args, **kwargs)
@@ -150,13 +119,14 @@ def _plan(component: str, plan: Plan, obj: Any, args: tuple, kwargs: dict) -> An
     return _checked(component, call)
 
 
-def _checked(component: str, call: Any) -> Call | None:
+def _checked(component: str, call: Any) -> EngineCall | None:
     if isinstance(call, str):
         route.note_stock(component, call)
         return None
     if not call.requests:
         return None
-    return call
+    # a search's documents as a later prompt may show them (learned prefill)
+    return call if call.shown is not None else dataclasses.replace(call, shown=values.shown)
 
 
 # ---- registry and (un)installation -----------------------------------------------------------

@@ -1,37 +1,24 @@
-"""Sending one captured component call to the shared session's engine scheduler.
-
-A call becomes one `EngineTask` of its program (`query_id = "program<N>"`), so the topology
-policy batches it with every other program's waiting requests for the same engine. Sync
-callers block their own thread on the session loop; async callers await it from any loop
-(directly when they are on the session loop). LLM calls carry the program's priority and
-add their service time to the program (`programs`).
+"""Where a captured component call goes: the wrapped run it belongs to (`active_run`), the
+session serving that run (`session_of`; the session makes each call one task of the run's
+program), and the floor's counters of routed, stock and fallback calls.
 """
 
 from __future__ import annotations
 
-import asyncio
-import itertools
 import logging
 import threading
-import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from accel.adapters.common.bindings import EngineSpec
-from accel.adapters.common.floor import programs
-from accel.session import EngineTask
 from accel.scope import WrappedRun, current_run, in_stock_call
+
+if TYPE_CHECKING:
+    from accel.session import Session
 
 log = logging.getLogger("accel.floor")
 
-_ids = itertools.count()
 _auto = {"on": False}
-
-
-class OnSessionLoop(Exception):
-    """A blocking component call was made on the session loop's own thread (it stays stock)."""
 
 
 def set_auto(on: bool) -> None:
@@ -93,98 +80,13 @@ def note_fallback(component: str, err: BaseException) -> None:
         log.warning("%s fell back to its own code after an accel engine error: %s", component, err)
 
 
-# ---- submission ----------------------------------------------------------------------------
+# ---- the session ---------------------------------------------------------------------------
 
 
-def session_of(run: WrappedRun) -> Any:
+def session_of(run: WrappedRun) -> Session:
     """The session serving `run`: the wrapped app's own, else the process-wide one."""
     if run.session is not None:
         return run.session
     from accel.session import get_session
 
     return get_session()
-
-
-def _task(run: WrappedRun, component: str, requests: list[Any], llm: bool) -> EngineTask:
-    priority = programs.priority(run) if llm else 0
-    return EngineTask(query_id=f"program{run.program}", node=f"{component}#{next(_ids)}", depth=0,
-                      requests=requests, priority=priority)
-
-
-async def _submit(session: Any, name: str, task: EngineTask, run: WrappedRun, llm: bool) -> list[Any]:
-    scheduler = await session.scheduler(name)
-    try:
-        return await scheduler.submit(task)
-    finally:
-        if llm and task.dispatched_at is not None:
-            run.add_service(time.perf_counter() - task.dispatched_at)
-
-
-async def _stream(session: Any, name: str, task: EngineTask, run: WrappedRun) -> AsyncIterator[Any]:
-    scheduler = await session.scheduler(name)
-    try:
-        async for chunk in scheduler.stream(task):
-            yield chunk
-    finally:
-        if task.dispatched_at is not None:
-            run.add_service(time.perf_counter() - task.dispatched_at)
-
-
-def submit_sync(run: WrappedRun, spec: EngineSpec, requests: list[Any], component: str) -> list[Any]:
-    """The engine's results for `requests`, blocking this thread (never the session loop's)."""
-    session = session_of(run)
-    if session.in_loop_thread():
-        raise OnSessionLoop(component)
-    name = spec.bind(session)
-    llm = spec.kind == "llm"
-    task = _task(run, component, requests, llm)
-    future = asyncio.run_coroutine_threadsafe(_submit(session, name, task, run, llm), session.loop)
-    try:
-        result = future.result()
-    except BaseException:
-        future.cancel()
-        raise
-    stats.count("routed", component)
-    return result
-
-
-async def submit_async(run: WrappedRun, spec: EngineSpec, requests: list[Any], component: str) -> list[Any]:
-    """`submit_sync` for async callers on any loop; cancelling the caller withdraws the task."""
-    session = session_of(run)
-    name = spec.bind(session)
-    llm = spec.kind == "llm"
-    loop = session.loop
-    work = _submit(session, name, _task(run, component, requests, llm), run, llm)
-    if asyncio.get_running_loop() is loop:
-        result = await work
-    else:
-        result = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work, loop))
-    stats.count("routed", component)
-    return result
-
-
-def stream_sync(run: WrappedRun, spec: EngineSpec, request: Any, component: str) -> Iterator[Any]:
-    """One LLM request streamed to this thread; closing the iterator aborts the request."""
-    from accel.session import relay_to_thread
-
-    session = session_of(run)
-    if session.in_loop_thread():
-        raise OnSessionLoop(component)
-    name = spec.bind(session)
-    task = _task(run, component, [request], True)
-    stats.count("routed", component)
-    return relay_to_thread(session.loop, lambda: _stream(session, name, task, run))
-
-
-def stream_async(run: WrappedRun, spec: EngineSpec, request: Any, component: str) -> AsyncIterator[Any]:
-    """One LLM request streamed to async code on any loop."""
-    from accel.session import relay_to_loop
-
-    session = session_of(run)
-    name = spec.bind(session)
-    task = _task(run, component, [request], True)
-    stats.count("routed", component)
-    loop = session.loop
-    if asyncio.get_running_loop() is loop:
-        return _stream(session, name, task, run)
-    return relay_to_loop(loop, lambda: _stream(session, name, task, run))

@@ -60,6 +60,12 @@ def documents(made: Any) -> list[Any]:
     return found
 
 
+def shown(made: Any) -> list[str]:
+    """How the documents in a component's return value print (`repr`, as `str` of a list of
+    LangChain documents writes each one): what a later prompt built from state may show."""
+    return [repr(doc) for doc in documents(made)]
+
+
 def request_prompt(body: bytes) -> Prompt | None:
     """The prompt of an OpenAI generation request body, where it is plain text or plain chat
     messages the server renders with its own template and nothing else; None otherwise."""

@@ -11,13 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from accel.adapters.common import bindings
-from accel.adapters.common.floor import Call, Plugin, register, routed
+from accel.adapters.common.floor import Plugin, register, routed
+from accel.types import EngineCall
 
 COMPONENT = "HuggingFaceCrossEncoder"
 _CPU_ONLY = ({}, {"device": "cpu"})
 
 
-def _score(encoder: Any, text_pairs: Any) -> Call | str:
+def _score(encoder: Any, text_pairs: Any) -> EngineCall | str:
     if encoder.model_kwargs not in _CPU_ONLY:
         return f"model_kwargs {sorted(encoder.model_kwargs)}"
     if getattr(encoder.client, "num_labels", 1) != 1:
@@ -25,7 +26,7 @@ def _score(encoder: Any, text_pairs: Any) -> Call | str:
     pairs = [(query, passage) for query, passage in text_pairs]
     if not all(isinstance(q, str) and isinstance(p, str) for q, p in pairs):
         return "pairs that are not (str, str)"
-    return Call(bindings.reranker(str(encoder.model_name)), pairs, shape=_as_array)
+    return EngineCall(bindings.reranker(str(encoder.model_name)), pairs, COMPONENT, shape=_as_array)
 
 
 def _as_array(scores: list[float]) -> Any:

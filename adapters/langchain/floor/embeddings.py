@@ -11,14 +11,15 @@ from __future__ import annotations
 from typing import Any
 
 from accel.adapters.common import bindings
-from accel.adapters.common.floor import Call, Plugin, arouted, register, routed
+from accel.adapters.common.floor import Plugin, arouted, register, routed
+from accel.types import EngineCall
 
 COMPONENT = "HuggingFaceEmbeddings"
 _OPTIONS = frozenset({"normalize_embeddings", "batch_size", "prompt"})
 _CPU_ONLY = ({}, {"device": "cpu"})
 
 
-def _plan(model: Any, texts: list[str], encode_kwargs: dict[str, Any]) -> Call | str:
+def _plan(model: Any, texts: list[str], encode_kwargs: dict[str, Any]) -> EngineCall | str:
     from accel.engines.embeddings import EmbedRequest
 
     if model.multi_process:
@@ -31,26 +32,26 @@ def _plan(model: Any, texts: list[str], encode_kwargs: dict[str, Any]) -> Call |
     normalize = bool(encode_kwargs.get("normalize_embeddings", False))
     prompt = encode_kwargs.get("prompt")
     requests = [EmbedRequest(text.replace("\n", " "), normalize=normalize, prompt=prompt) for text in texts]
-    return Call(bindings.embedder(str(model.model_name)), requests)
+    return EngineCall(bindings.embedder(str(model.model_name)), requests, COMPONENT)
 
 
 def _query_options(model: Any) -> dict[str, Any]:
     return model.query_encode_kwargs if len(model.query_encode_kwargs) > 0 else model.encode_kwargs
 
 
-def _embed(model: Any, texts: list[str], encode_kwargs: dict[str, Any]) -> Call | str:
+def _embed(model: Any, texts: list[str], encode_kwargs: dict[str, Any]) -> EngineCall | str:
     return _plan(model, texts, encode_kwargs)
 
 
-def _aembed_documents(model: Any, texts: list[str]) -> Call | str:
+def _aembed_documents(model: Any, texts: list[str]) -> EngineCall | str:
     return _plan(model, texts, model.encode_kwargs)
 
 
-def _aembed_query(model: Any, text: str) -> Call | str:
+def _aembed_query(model: Any, text: str) -> EngineCall | str:
     call = _plan(model, [text], _query_options(model))
     if isinstance(call, str):
         return call
-    return Call(call.engine, call.requests, shape=lambda vectors: vectors[0])
+    return EngineCall(call.engine, call.requests, COMPONENT, shape=lambda vectors: vectors[0])
 
 
 register(Plugin(

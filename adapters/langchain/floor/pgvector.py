@@ -14,13 +14,14 @@ from __future__ import annotations
 from typing import Any
 
 from accel.adapters.common import bindings
-from accel.adapters.common.floor import Call, Plugin, arouted, register, routed
+from accel.adapters.common.floor import Plugin, arouted, register, routed
+from accel.types import EngineCall
 
 COMPONENT = "PGVector"
 _METRICS = {"cosine": "cosine", "l2": "l2", "inner": "ip"}
 
 
-def _plan(store: Any, engine: Any, embedding: Any, k: int, filter: dict | None) -> Call | str:
+def _plan(store: Any, engine: Any, embedding: Any, k: int, filter: dict | None) -> EngineCall | str:
     from accel.engines.base import VectorQuery
 
     if store.embeddings is None:
@@ -37,7 +38,7 @@ def _plan(store: Any, engine: Any, embedding: Any, k: int, filter: dict | None) 
     query = VectorQuery(vector=[float(v) for v in embedding], k=k, collection=pgvector_collection(store.collection_name),
                         metric=metric, filter=filter)
     spec = bindings.pgvector(bindings.libpq_dsn(engine.url))
-    return Call(spec, [query], shape=_scored_documents)
+    return EngineCall(spec, [query], COMPONENT, shape=_scored_documents)
 
 
 def _scored_documents(results: list[Any]) -> list[tuple[Any, float]]:
@@ -47,13 +48,13 @@ def _scored_documents(results: list[Any]) -> list[tuple[Any, float]]:
     return [(Document(id=hit.id, page_content=hit.text, metadata=dict(hit.metadata)), hit.score) for hit in hits]
 
 
-def _search(store: Any, embedding: Any, k: int = 4, filter: dict | None = None) -> Call | str:
+def _search(store: Any, embedding: Any, k: int = 4, filter: dict | None = None) -> EngineCall | str:
     if store._async_engine is not None or store._engine is None:
         return "an async store on the sync path (stock refuses it)"
     return _plan(store, store._engine, embedding, k, filter)
 
 
-async def _asearch(store: Any, embedding: Any, k: int = 4, filter: dict | None = None) -> Call | str:
+async def _asearch(store: Any, embedding: Any, k: int = 4, filter: dict | None = None) -> EngineCall | str:
     if store._async_engine is None:
         return "a sync-connection store on the async path (stock refuses it)"
     await store.__apost_init__()  # stock's lazy async initialisation (tables, collection)

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from accel.adapters.common.floor import Call, Plugin, arouted, register, routed
+from accel.adapters.common.floor import Plugin, arouted, register, routed
+from accel.types import EngineCall
 from accel.adapters.llamaindex.floor.spans import keep_span
 
 COMPONENT = "HuggingFaceEmbedding"
 
 
-def _plan(model: Any, texts: list[Any], kind: str) -> Call | str:
+def _plan(model: Any, texts: list[Any], kind: str) -> EngineCall | str:
     from accel.adapters.llamaindex.bindings import Unbound, bind_embedding
 
     binding = bind_embedding(model)
@@ -27,24 +28,24 @@ def _plan(model: Any, texts: list[Any], kind: str) -> Call | str:
     if not all(isinstance(t, str) for t in texts):
         return "non-text inputs"
     request = binding.query_request if kind == "query" else binding.text_request
-    return Call(binding.engine, [request(t) for t in texts])
+    return EngineCall(binding.engine, [request(t) for t in texts], COMPONENT)
 
 
-def _one(call: Call | str) -> Call | str:
+def _one(call: EngineCall | str) -> EngineCall | str:
     if isinstance(call, str):
         return call
-    return Call(call.engine, call.requests, shape=lambda vectors: vectors[0])
+    return EngineCall(call.engine, call.requests, COMPONENT, shape=lambda vectors: vectors[0])
 
 
-def _query(model: Any, query: str) -> Call | str:
+def _query(model: Any, query: str) -> EngineCall | str:
     return _one(_plan(model, [query], "query"))
 
 
-def _text(model: Any, text: str) -> Call | str:
+def _text(model: Any, text: str) -> EngineCall | str:
     return _one(_plan(model, [text], "text"))
 
 
-def _texts(model: Any, texts: list[str]) -> Call | str:
+def _texts(model: Any, texts: list[str]) -> EngineCall | str:
     return _plan(model, list(texts), "text")
 
 

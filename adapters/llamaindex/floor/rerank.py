@@ -18,6 +18,7 @@ from typing import Any
 from accel.adapters.common.floor import Plugin, register, route
 from accel.adapters.llamaindex.floor.spans import keep_span
 from accel.engines.errors import EngineError
+from accel.types import EngineCall, OnSessionLoop
 
 COMPONENT = "SentenceTransformerRerank"
 
@@ -32,10 +33,12 @@ def _scores(run: Any, postprocessor: Any, pairs: list[tuple[str, str]]) -> Any:
         route.note_stock(COMPONENT, binding.reason)
         return postprocessor._model.predict(pairs)
     try:
-        return numpy.asarray(route.submit_sync(run, binding.engine, pairs, COMPONENT), dtype=numpy.float32)
-    except (EngineError, route.OnSessionLoop) as err:
+        scores = route.session_of(run).call(run, EngineCall(binding.engine, pairs, COMPONENT))
+    except (EngineError, OnSessionLoop) as err:
         route.note_fallback(COMPONENT, err)
         return postprocessor._model.predict(pairs)
+    route.stats.count("routed", COMPONENT)
+    return numpy.asarray(scores, dtype=numpy.float32)
 
 
 def _postprocess(original: Any) -> Any:

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from accel.adapters.common.floor import Call, Plugin, arouted, register, routed
+from accel.adapters.common.floor import Plugin, arouted, register, routed
+from accel.types import EngineCall
 from accel.adapters.llamaindex.floor.spans import keep_span
 
 COMPONENT = "PGVectorStore"
 
 
-def _plan(store: Any, query: Any, **kwargs: Any) -> Call | str:
+def _plan(store: Any, query: Any, **kwargs: Any) -> EngineCall | str:
     from accel.adapters.llamaindex.bindings import Unbound, bind_store, hits_to_result
     from accel.engines.base import VectorQuery
 
@@ -37,7 +38,7 @@ def _plan(store: Any, query: Any, **kwargs: Any) -> Call | str:
         return binding.reason
     store._initialize()  # stock's lazy set-up (both entry points call it first)
     vector = VectorQuery([float(v) for v in query.query_embedding], k, binding.collection, "cosine")
-    return Call(binding.engine, [vector], shape=lambda results: hits_to_result(results[0]))
+    return EngineCall(binding.engine, [vector], COMPONENT, shape=lambda results: hits_to_result(results[0]))
 
 
 MODULE = "llama_index.vector_stores.postgres.base"

@@ -1,14 +1,16 @@
-"""Learned prefill at the floor: a program's engine calls recorded per site, its prompts learned,
-and their verified prefixes warmed as soon as the values they hold are known.
+"""Learned prefill in the runtime: a program's engine calls recorded per site, its prompts
+learned, and their verified prefixes warmed as soon as the values they hold are known.
 
 A wrapped app that runs its own code (LangGraph graph, LlamaIndex chat engine, workflow, ...)
-keeps one `ProgramModel`; each call of it is a `RunRecorder` attached to its `WrappedRun`. The
-floor tells the recorder what the run produced (its input, every LLM call's text, every
-search's passages) and which prompt each LLM call sent. `accel.passes.learned_prefill` writes
-each call site's prompt as static text and slots over those values and checks it on later runs;
-this module sends a prefix-cache warm-up (`WarmupOp`, pass 3's request: block-aligned token ids,
-`max_tokens=1`) of a site's verified prefix once its values are all there and before the run
-makes the call, so vLLM has prefilled it while the run was busy elsewhere.
+keeps one `ProgramModel` (`Session.learner`); each call of it is a `RunRecorder` attached to
+its `WrappedRun`. The runtime's program calls (`Programs`) tell the recorder what the run
+produced (every LLM call's text, every search's passages) and which prompt each LLM call sent;
+the adapter gives the run's input when it starts. The pure decisions (`WarmDecisions`, which
+the session fills with `accel.passes.learned_prefill`) write each call site's prompt as static
+text and slots over those values and check it on later runs; this module decides when to send
+a prefix-cache warm-up (`WarmupOp`, pass 3's request: block-aligned token ids, `max_tokens=1`)
+of a site's verified prefix: once its values are all there and before the run makes the call,
+so vLLM has prefilled it while the run was busy elsewhere. `Programs.warm` sends it.
 
 Never a changed request: the program's own requests go out as they would. A site is warmed only
 when most finished runs made the call; only up to where the last run repeated its pattern (the
@@ -17,35 +19,28 @@ or when the call usually comes well after its last value (a loop's later rounds,
 other LLM calls), since otherwise the warm-up would race the call; and only while the real
 requests find the warmed tokens cached (`cached_tokens`; `MAX_MISSES` in a row stop the site).
 A warm-up is speculative work: the warm-ups one arrival of values makes ready are sent only
-while the LLM engine has spare capacity (fewer requests in flight than the measured
-`accel.profiles` figure), since on a full engine their prefill would only take time from the
-requests running.
-Warm-ups are tasks of the run: `end()` cancels those still in flight. `ACCEL_LEARNED_PREFILL=0`
-(or `set_enabled(False)`, or the pass name in `disabled_passes`) switches it off.
+while the LLM engine has spare capacity (`SpareGate`). Warm-ups are tasks of the run: `end()`
+cancels those still in flight. The pass name in the app's `WrapOptions.disabled_passes`
+switches it off (the session then gives no learner).
 """
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
-from accel.adapters.common.bindings import EngineSpec
-from accel.adapters.common.floor import programs, values
-from accel.config import settings
 from accel.engines.errors import EngineError
 from accel.ir.dynamic import LearnedPrompt, Prompt, Site
-from accel.ir.ops import WarmupOp
-from accel.passes import learned_prefill as lp
 from accel.scope import WrappedRun
+from accel.types import Locate
 
-log = logging.getLogger("accel.floor.learned")
+log = logging.getLogger("accel.runtime.programs.learned")
 
 WARM_SHARE = 0.5
 """A site is warmed when at least this share of the program's finished runs made its call."""
@@ -56,22 +51,31 @@ MIN_LAG_S = 0.05
 long after its last value (otherwise the warm-up would race the call and prefill it twice)."""
 LAG_WEIGHT = 0.3
 
-Locate = Callable[[], "tuple[str, str] | None"]
-"""The (node, task key) of the code calling now, or None where the program has no nodes."""
+class WarmDecisions(Protocol):
+    """The pure decisions of learned prefill (`accel.passes.learned_prefill`; the runtime may
+    not import the passes, so the session hands the module in)."""
 
-_warming_groups: Counter[str] = Counter()
-"""Warm-up groups being sent, per LLM engine (touched on the session loop only)."""
-
-_state = {"enabled": settings().learned_prefill}
-
-
-def set_enabled(on: bool) -> None:
-    """Switch learned prefill on or off for this process (A/B benchmarks)."""
-    _state["enabled"] = bool(on)
+    def learn(self, prompt: Prompt, values: Mapping[str, str]) -> LearnedPrompt: ...
+    def reproduced(self, learned: LearnedPrompt, prompt: Prompt, values: Mapping[str, str]) -> int: ...
+    def ready(self, learned: LearnedPrompt, upto: int, available: Container[str]) -> int: ...
+    def waiting(self, learned: LearnedPrompt, available: Container[str]) -> bool: ...
+    def worth_warming(self, learned: LearnedPrompt, n: int) -> bool: ...
 
 
-def enabled() -> bool:
-    return _state["enabled"]
+@dataclass(frozen=True)
+class Warm:
+    """One warm-up to send: a site's first `parts` prompt parts, on LLM engine `engine` (the
+    runtime's name for it)."""
+
+    site: Site
+    learned: LearnedPrompt
+    engine: str
+    parts: int
+
+
+Warmer = Callable[["RunRecorder", list[Warm], dict[str, str]], "concurrent.futures.Future[None]"]
+"""Sends one arrival's warm-ups of a run on the runtime's loop (`Programs.warm`, bridged by the
+session); the future is the run's task, cancelled when the run ends."""
 
 
 @dataclass
@@ -79,7 +83,7 @@ class SiteModel:
     """What the runs taught about one LLM call site."""
 
     learned: LearnedPrompt
-    engine: EngineSpec
+    engine: str
     verified: int = 0
     """Leading parts of `learned` the last run repeated (a site's first pattern is trusted
     whole at once, so the runs right after the first already gain)."""
@@ -103,25 +107,30 @@ class SiteModel:
 
 
 class ProgramModel:
-    """One wrapped app's sites, learned over its runs (shared by concurrent runs)."""
+    """One wrapped app's sites, learned over its runs (shared by concurrent runs); the
+    `ProgramLearner` the adapters hold (`accel.types`)."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, decisions: WarmDecisions, warmer: Warmer) -> None:
         self.name = name
+        self.decisions = decisions
+        self.warmer = warmer
         self.sites: dict[Site, SiteModel] = {}
         self.finished = 0
         self.failed_warmups = 0
         self._lock = threading.Lock()
 
-    def start(self, run: WrappedRun, locate: Locate | None = None, value: Any = None) -> RunRecorder:
-        """A recorder for `run`, attached to it; `value` is the run's input."""
+    def start(self, run: WrappedRun, locate: Locate | None, values: dict[str, str]) -> Callable[[], None]:
+        """Record `run` (its recorder is attached to it); `values` are the text leaves of its
+        input. The returned function ends the recording."""
         recorder = RunRecorder(self, run, locate)
         run.recorder = recorder
-        recorder.add_values(values.of_input(value))
-        return recorder
+        recorder.add_values(values)
+        return recorder.end
 
-    def observe(self, site: Site, prompt: Prompt, engine: EngineSpec, values: dict[str, str]) -> list[str]:
+    def observe(self, site: Site, prompt: Prompt, engine: str, values: dict[str, str]) -> list[str]:
         """Learn `site`'s prompt from its first run; check every later run against it. The
         value names the prompt holds."""
+        lp = self.decisions
         with self._lock:
             model = self.sites.get(site)
             if model is None:  # trusted up to its end until a run says otherwise
@@ -155,7 +164,7 @@ class ProgramModel:
                 return []
             return [(site, m) for site, m in self.sites.items()
                     if not m.multi and m.stopped is None and m.verified and m.runs / self.finished >= WARM_SHARE
-                    and lp.worth_warming(m.learned, m.verified)]
+                    and self.decisions.worth_warming(m.learned, m.verified)]
 
     def count(self, site: Site, counter: str, n: int = 1) -> None:
         """Add `n` to one of a site's counters (`late`, `busy`, `warmups`, `warmed_tokens`)."""
@@ -199,7 +208,7 @@ class ProgramModel:
             lines = [f"learned prefill: {len(self.sites)} LLM call site(s) over {self.finished} finished run(s)"]
             for site, m in sorted(self.sites.items()):
                 lines.append(f"  {site}: {m.learned.describe()}")
-                lines.append(f"    {_state_of(m)}; {m.warmups} warm-up(s), {m.warmed_tokens} tokens, {m.hits} found cached"
+                lines.append(f"    {self._state_of(m)}; {m.warmups} warm-up(s), {m.warmed_tokens} tokens, {m.hits} found cached"
                              + (f", {m.late} late (the call came first)" if m.late else "")
                              + (f", {m.busy} skipped (engine busy)" if m.busy else "")
                              + (f", learned again {m.relearned}x" if m.relearned else ""))
@@ -207,25 +216,14 @@ class ProgramModel:
                 lines.append(f"  warm-ups that failed (no effect on runs): {self.failed_warmups}")
             return lines
 
-
-@dataclass(frozen=True)
-class Warm:
-    """One warm-up to send: a site's first `parts` prompt parts."""
-
-    site: Site
-    learned: LearnedPrompt
-    engine: EngineSpec
-    parts: int
-
-
-def _state_of(model: SiteModel) -> str:
-    if model.stopped:
-        return f"stopped: {model.stopped}"
-    if model.multi:
-        return "not warmed: called more than once per run"
-    if not lp.worth_warming(model.learned, model.verified):
-        return "not warmed: no run value in its verified prefix"
-    return f"warmed through part {model.verified} of {len(model.learned.flat_parts)}"
+    def _state_of(self, model: SiteModel) -> str:
+        if model.stopped:
+            return f"stopped: {model.stopped}"
+        if model.multi:
+            return "not warmed: called more than once per run"
+        if not self.decisions.worth_warming(model.learned, model.verified):
+            return "not warmed: no run value in its verified prefix"
+        return f"warmed through part {model.verified} of {len(model.learned.flat_parts)}"
 
 
 class RunRecorder:
@@ -249,7 +247,7 @@ class RunRecorder:
         self._ended = False
         self._lock = threading.Lock()
 
-    # ---- what the floor reports ----------------------------------------------------------
+    # ---- what the program's calls report ----------------------------------------------------
 
     def site(self, kind: str) -> Site:
         """The site of the call the calling code is making now."""
@@ -273,7 +271,7 @@ class RunRecorder:
             self._arrived.update(dict.fromkeys(values, now))
         self._warm_ready()
 
-    def llm_request(self, site: Site, prompt: Prompt | None, engine: EngineSpec) -> None:
+    def llm_request(self, site: Site, prompt: Prompt | None, engine: str) -> None:
         now = time.perf_counter()
         with self._lock:
             self._called[site] += 1
@@ -296,12 +294,12 @@ class RunRecorder:
         if text:
             self.add_values({site.source(): text})
 
-    def results(self, site: Site, texts: list[str], made: Any = None) -> None:
-        """A search's passages (`texts`), and what the component `made` of them: documents a
-        prompt may show as they print (`str` of a list of LangChain documents writes each one's
-        `repr`, as prompts built from state often do)."""
+    def results(self, site: Site, texts: list[str], shown: list[str]) -> None:
+        """A search's passages (`texts`), and how the documents the component made of them
+        print (`shown`: `str` of a list of LangChain documents writes each one's `repr`, as
+        prompts built from state often do)."""
         found = {site.source(i): text for i, text in enumerate(texts) if text}
-        found.update({f"{site.source(i)}.repr": repr(doc) for i, doc in enumerate(values.documents(made))})
+        found.update({f"{site.source(i)}.repr": text for i, text in enumerate(shown)})
         self.add_values(found)
 
     def end(self) -> None:
@@ -316,11 +314,26 @@ class RunRecorder:
             future.cancel()
         self.model.finish(called)
 
+    # ---- what `Programs.warm` asks and reports ----------------------------------------------
+
+    def called(self, site: Site) -> bool:
+        with self._lock:
+            return site in self._called
+
+    def warmed(self, site: Site, tokens: int) -> None:
+        with self._lock:
+            self._warmed_tokens[site] = max(tokens, self._warmed_tokens.get(site, 0))
+        self.model.count(site, "warmups")
+        self.model.count(site, "warmed_tokens", tokens)
+
+    def warming_done(self, warms: list[Warm]) -> None:
+        with self._lock:
+            self._warming.subtract(w.site for w in warms)
+
     # ---- warming -------------------------------------------------------------------------
 
     def _warm_ready(self) -> None:
-        if not enabled():
-            return
+        lp = self.model.decisions
         launches = []
         with self._lock:
             if self._ended:
@@ -340,60 +353,15 @@ class RunRecorder:
 
     def _launch(self, warms: list[Warm], values: dict[str, str]) -> None:
         """One task of the run sends `warms` (the prefixes one arrival of values made ready)."""
-        from accel.adapters.common.floor.route import session_of
-
-        session = session_of(self.run)
-        priority = programs.priority(self.run)
         with self._lock:
             self._warming.update(w.site for w in warms)
-        future = asyncio.run_coroutine_threadsafe(self._warm_all(session, warms, values, priority), session.loop)
+        future = self.model.warmer(self, warms, values)
         with self._lock:
             if self._ended:
                 future.cancel()
                 return
             self._futures.add(future)
         future.add_done_callback(self._done)
-
-    async def _warm_all(self, session: Any, warms: list[Warm], values: dict[str, str], priority: int) -> None:
-        try:
-            name = warms[0].engine.bind(session)
-            scheduler = await session.scheduler(name)
-            if scheduler.load + _warming_groups[name] >= session.measured.llm_spare:
-                # speculative work only where the engine has room: with a full batch, a warm-up's
-                # prefill takes time from the requests running now and gains nothing overall
-                for warm in warms:
-                    self.model.count(warm.site, "busy")
-                return
-            _warming_groups[name] += 1  # counts as load from the check on (its tokenizing comes first)
-            try:
-                await asyncio.gather(*(self._warm_one(session, warm, values, priority) for warm in warms))
-            finally:
-                _warming_groups[name] -= 1
-        finally:
-            with self._lock:
-                self._warming.subtract(w.site for w in warms)
-
-    async def _warm_one(self, session: Any, warm: Warm, values: dict[str, str], priority: int) -> None:
-        from accel.session import EngineTask
-
-        with self._lock:
-            if warm.site in self._called:
-                return  # the call came first
-        name = warm.engine.bind(session)
-        scheduler = await session.scheduler(name)
-        engine = session.get_engine(name)
-        op = WarmupOp(prefix=warm.learned.flat_parts[:warm.parts], tokenize=engine.tokenize,
-                      block_size=lambda: engine.block_size, messages=warm.learned.messages, render_chat=engine.render_chat)
-        requests = await op.requests(values)
-        if not requests:
-            return
-        task = EngineTask(query_id=f"program{self.run.program}", node=f"warm:{warm.site}", depth=0, requests=requests,
-                          priority=priority)
-        tokens = op.output(values, await scheduler.submit(task))
-        with self._lock:
-            self._warmed_tokens[warm.site] = max(tokens, self._warmed_tokens.get(warm.site, 0))
-        self.model.count(warm.site, "warmups")
-        self.model.count(warm.site, "warmed_tokens", tokens)
 
     def _done(self, future: concurrent.futures.Future[None]) -> None:
         with self._lock:
@@ -405,8 +373,3 @@ class RunRecorder:
             self.model.warm_up_failed()
             level = logging.DEBUG if isinstance(err, EngineError) else logging.WARNING
             log.log(level, "%s: a warm-up failed (the run is not affected): %r", self.model.name, err)
-
-
-def model_for(name: str, disabled_passes: tuple[str, ...] = ()) -> ProgramModel | None:
-    """A program model for a wrapped app, or None where its options switch the pass off."""
-    return None if lp.NAME in disabled_passes else ProgramModel(name)

@@ -8,31 +8,20 @@ least attained service (PLAS): the program that has had the least LLM time goes 
 log scale of `QUANTUM_S` levels so a long program sinks gradually. Lower runs first (vLLM's
 convention); the LLM engine sends priorities only to a server that schedules by them.
 
-`set_enabled(False)` (or `ACCEL_PROGRAM_PRIORITY=0`) sends every captured call at priority 0,
-the baseline the benchmarks compare against.
+`Priorities(enabled=False)` (the session's `Settings.program_priority` off) sends every
+program's calls at priority 0, the baseline the benchmarks compare against.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
 
-from accel.config import settings
+from accel.scope import WrappedRun
 
 QUANTUM_S = 0.25
 """The first PLAS level's LLM time; each further level doubles it."""
 MAX_LEVEL = 16
-
-_state = {"enabled": settings().program_priority}
-
-
-def set_enabled(on: bool) -> None:
-    """Switch program-aware priorities on or off for this process (benchmarks, A/B runs)."""
-    _state["enabled"] = bool(on)
-
-
-def enabled() -> bool:
-    return _state["enabled"]
 
 
 def plas_level(attained_s: float) -> int:
@@ -42,12 +31,17 @@ def plas_level(attained_s: float) -> int:
     return min(MAX_LEVEL, 1 + int(math.log2(attained_s / QUANTUM_S)))
 
 
-def priority(run: Any) -> int:
-    """The priority of the next LLM request of `run` (a `WrappedRun`)."""
-    if not enabled():
-        return 0
-    if run.remaining_depth is not None:
-        depth = run.remaining_depth()
-        if depth is not None:
-            return depth
-    return plas_level(run.attained_s)
+@dataclass(frozen=True)
+class Priorities:
+    """The priority of a program's next LLM request."""
+
+    enabled: bool = True
+
+    def of(self, run: WrappedRun) -> int:
+        if not self.enabled:
+            return 0
+        if run.remaining_depth is not None:
+            depth = run.remaining_depth()
+            if depth is not None:
+                return depth
+        return plas_level(run.attained_s)
