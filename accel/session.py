@@ -215,9 +215,10 @@ class Session:
         if self.in_loop_thread():
             raise OnSessionLoop(call.component)
         name = call.engine.bind(self)
-        programs = self._programs()
+        loop = self.loop
+        programs = self._runtime.programs
         site = programs.begin(run, name, call)
-        future = asyncio.run_coroutine_threadsafe(self._call(run, name, call), self.loop)
+        future = asyncio.run_coroutine_threadsafe(self._call(run, name, call), loop)
         try:
             results = future.result()
         except BaseException:
@@ -228,9 +229,10 @@ class Session:
     async def acall(self, run: WrappedRun, call: EngineCall) -> object:
         """`call` for async code on any loop; cancelling the caller withdraws the task."""
         name = call.engine.bind(self)
-        programs = self._programs()
+        loop = self.loop
+        programs = self._runtime.programs
         site = programs.begin(run, name, call)
-        loop, work = self.loop, self._call(run, name, call)
+        work = self._call(run, name, call)
         if asyncio.get_running_loop() is loop:
             results = await work
         else:

@@ -16,7 +16,6 @@ caller gets stock's result or stock's exception.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import importlib
 import inspect
@@ -26,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from accel.adapters.common.floor import route, values
+from accel.adapters.common.floor import route
 from accel.engines.errors import EngineError
 from accel.types import EngineCall, OnSessionLoop
 
@@ -125,8 +124,7 @@ def _checked(component: str, call: Any) -> EngineCall | None:
         return None
     if not call.requests:
         return None
-    # a search's documents as a later prompt may show them (learned prefill)
-    return call if call.shown is not None else dataclasses.replace(call, shown=values.shown)
+    return call
 
 
 # ---- registry and (un)installation -----------------------------------------------------------

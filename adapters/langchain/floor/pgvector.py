@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from accel.adapters.common import bindings
-from accel.adapters.common.floor import Plugin, arouted, register, routed
+from accel.adapters.common.floor import Plugin, arouted, register, routed, values
 from accel.types import EngineCall
 
 COMPONENT = "PGVector"
@@ -38,7 +38,8 @@ def _plan(store: Any, engine: Any, embedding: Any, k: int, filter: dict | None) 
     query = VectorQuery(vector=[float(v) for v in embedding], k=k, collection=pgvector_collection(store.collection_name),
                         metric=metric, filter=filter)
     spec = bindings.pgvector(bindings.libpq_dsn(engine.url))
-    return EngineCall(spec, [query], COMPONENT, shape=_scored_documents)
+    # shown: the documents as a later prompt built from state may print them (learned prefill)
+    return EngineCall(spec, [query], COMPONENT, shape=_scored_documents, shown=values.shown)
 
 
 def _scored_documents(results: list[Any]) -> list[tuple[Any, float]]:
