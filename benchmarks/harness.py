@@ -18,7 +18,7 @@ import httpx
 
 from accel.engines.errors import InvalidRequest
 
-from . import bounds, encoder_requests, metrics, prompt_cache, spread, twin_run
+from . import bounds, encoder_requests, front_end, metrics, prompt_cache, spread, twin_run
 from .apps import example
 from .capacity_profile import CapacityProbe
 from .drivers import driver_for
@@ -223,9 +223,17 @@ def _counted_runs(config: BenchConfig, systems: list[Any], apps: Apps, driver: A
             progress(f"{system.name}" + (f" @ {rate}/s" if rate else ""))
             tokens = prompt_cache.counts(stack.openai_base_url)
             sent: list[dict[str, int]] = []
+            cpu: list[front_end.CpuSample] = []
+
+            def warmed() -> None:
+                cpu.append(front_end.sample())
+                if counter is not None:
+                    sent.append(counter.counts())
+
             run = run_system(system, apps, driver, workload.questions, config.mode, arrivals=arrivals, rate=rate,
-                             concurrency=config.concurrency, before=reset,
-                             warmed=lambda: sent.append(counter.counts()) if counter is not None else None)
+                             concurrency=config.concurrency, before=reset, warmed=warmed)
+            run.front_end = front_end.per_query(cpu[0] if cpu else None, front_end.sample(), len(workload.questions),
+                                                in_process_encoders=_in_process_encoders(stack))
             run.prompt_cache = prompt_cache.delta(tokens, prompt_cache.counts(stack.openai_base_url))
             run.encoder_requests = encoder_requests.delta(counter, sent[0] if sent else None)
             runs.setdefault(system.name, []).append(run)
@@ -237,6 +245,10 @@ def _counted_runs(config: BenchConfig, systems: list[Any], apps: Apps, driver: A
                 progress(f"bound round {len(rounds) + 1}: stock's LLM calls, engine throughputs")
                 rounds.append(meter.round(len(rounds) % len(workload.questions)))
     return runs
+
+
+def _in_process_encoders(stack: Any) -> bool:
+    return not (getattr(stack, "embed_base_url", None) and getattr(stack, "rerank_base_url", None))
 
 
 def _engines(stack: Any) -> dict[str, Any]:

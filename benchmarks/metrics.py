@@ -77,4 +77,5 @@ def summarize(run: SystemRun, reference: SystemRun | None) -> dict[str, Any]:
         "equal_rate": equal_rate(run, reference),
         "prompt_cache": run.prompt_cache,
         "encoder_requests": run.encoder_requests,
+        "front_end": run.front_end,
     }

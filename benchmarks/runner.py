@@ -42,6 +42,7 @@ class SystemRun:
     llm_calls: list[list[float]] = field(default_factory=list)  # per query: the run_rounds system timed for the bound
     prompt_cache: dict[str, Any] | None = None  # the server's prompt / cached tokens during the run
     encoder_requests: dict[str, int] | None = None  # HTTP requests to each encoder server, warm-up excluded
+    front_end: dict[str, Any] | None = None  # this process's CPU time per query (benchmarks/front_end.py)
 
     @property
     def ok(self) -> bool:

@@ -274,6 +274,21 @@ def encoder_requests_line(report: dict[str, Any]) -> str | None:
     return f"requests to the {' / '.join(servers)} servers: {shown}"
 
 
+def front_end_line(report: dict[str, Any]) -> str | None:
+    """CPU time this process spent per query, per system, and where one front-end saturates."""
+    spent = {name: s["front_end"] for name, s in report["systems"].items() if s.get("front_end")}
+    if not spent:
+        return None
+    short = labels(list(spent))
+    shown = "; ".join(
+        f"{short[name]} {f['process_cpu_ms_per_query']:.1f}"
+        + (f" (loop {f['loop_cpu_ms_per_query']:.1f})" if f.get("loop_cpu_ms_per_query") is not None else "")
+        + (f", {f['saturates_at_qps']:.0f} q/s" if f.get("saturates_at_qps") else "")
+        for name, f in spent.items())
+    encoders = " incl. in-process encoders" if any(f["includes_in_process_encoders"] for f in spent.values()) else ""
+    return f"front-end CPU ms/query{encoders}, and one process's saturation: {shown}"
+
+
 def render(report: dict[str, Any], width: int = 80) -> str:
     """Verdict, a context line, the table, the bound, the legend: every line at most `width`."""
     machine = report["machine"]
@@ -288,6 +303,8 @@ def render(report: dict[str, Any], width: int = 80) -> str:
     if line:
         parts.append(_wrap(line, width))
     if line := encoder_requests_line(report):
+        parts.append(_wrap(line, width))
+    if line := front_end_line(report):
         parts.append(_wrap(line, width))
     failures = [f"{name}: {s['failed_queries']} failed queries, first: {s['errors'][0]}"
                 for name, s in report["systems"].items() if s["failed_queries"]]

@@ -45,3 +45,9 @@ def test_a_twin_run_is_labelled_simulated_and_answers_as_stock(twin_stack: Stack
     assert report["equal_rate"]["accel-topology"] == 1.0
     assert report["systems"]["accel-topology"]["failed_queries"] == 0
     assert report["capacity_bound"] is not None
+    # what the front end spent per query: the engines are in the twins' process, so only the
+    # app and accel count; accel's loop is part of the process's time
+    spent = report["systems"]["accel-topology"]["front_end"]
+    assert spent["includes_in_process_encoders"] is False
+    assert 0 < spent["loop_cpu_ms_per_query"] <= spent["process_cpu_ms_per_query"]
+    assert report["systems"]["stock-sequential"]["front_end"]["loop_cpu_ms_per_query"] is None

@@ -1,0 +1,69 @@
+"""The front-end meter: CPU time per query, this process's and accel's loop thread's."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from accel.benchmarks import front_end
+from accel.benchmarks.summary import front_end_line
+
+
+def _spin_until(cpu_s: float) -> None:
+    end = time.thread_time() + cpu_s
+    while time.thread_time() < end:
+        pass
+
+
+def test_the_loop_threads_cpu_is_counted_apart_and_inside_the_process() -> None:
+    started, go, done, release = threading.Event(), threading.Event(), threading.Event(), threading.Event()
+
+    def loop() -> None:  # stands in for accel's session loop thread: alive at both samples
+        started.set()
+        go.wait()
+        _spin_until(0.05)
+        done.set()
+        release.wait()
+
+    thread = threading.Thread(target=loop, name=front_end.LOOP_THREAD)
+    thread.start()
+    started.wait()
+    before = front_end.sample()
+    go.set()
+    done.wait()
+    after = front_end.sample()
+    release.set()
+    thread.join()
+    spent = front_end.per_query(before, after, 10, in_process_encoders=False)
+    assert spent is not None
+    assert spent["loop_cpu_ms_per_query"] >= 5.0  # 50 ms of CPU over 10 queries
+    assert spent["process_cpu_ms_per_query"] >= spent["loop_cpu_ms_per_query"] - 0.5
+    assert spent["saturates_at_qps"] == round(1000 / spent["process_cpu_ms_per_query"], 1)
+
+
+def test_without_a_loop_thread_or_samples() -> None:
+    before = front_end.CpuSample(1.0, None, None)
+    after = front_end.CpuSample(1.5, None, None)
+    spent = front_end.per_query(before, after, 100, in_process_encoders=True)
+    assert spent == {"process_cpu_ms_per_query": 5.0, "loop_cpu_ms_per_query": None,
+                     "saturates_at_qps": 200.0, "includes_in_process_encoders": True}
+    assert front_end.per_query(None, after, 100, in_process_encoders=True) is None
+    assert front_end.per_query(before, after, 0, in_process_encoders=True) is None
+    # a loop thread that changed between the samples (a new session) is not compared
+    other = front_end.per_query(front_end.CpuSample(1.0, 0.2, 1), front_end.CpuSample(1.5, 0.3, 2), 100,
+                                in_process_encoders=False)
+    assert other is not None and other["loop_cpu_ms_per_query"] is None
+
+
+def test_the_report_line_names_each_system() -> None:
+    report = {"systems": {
+        "stock-sequential": {"front_end": {"process_cpu_ms_per_query": 4.0, "loop_cpu_ms_per_query": None,
+                                           "saturates_at_qps": 250.0, "includes_in_process_encoders": False}},
+        "accel-topology": {"front_end": {"process_cpu_ms_per_query": 5.0, "loop_cpu_ms_per_query": 2.0,
+                                         "saturates_at_qps": 200.0, "includes_in_process_encoders": False}},
+        "llamadistpc": {"front_end": None},
+    }}
+    line = front_end_line(report)
+    assert line is not None
+    assert "4.0, 250 q/s" in line and "5.0 (loop 2.0), 200 q/s" in line and "in-process" not in line
+    assert front_end_line({"systems": {"x": {}}}) is None
