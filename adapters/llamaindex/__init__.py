@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from accel.adapters.common.dropin import state_of
 from accel.options import WrapOptions
 from accel.wrap import register_adapter
 
 from .components import wrap_object
-from .dropin import has_entry_point, is_dropin
+from .dropin import has_entry_point
 from .indexing import WrappedIndexClass, WrappedIngestionPipeline
 from .query_engine import WrappedQueryEngine
 
@@ -48,7 +49,7 @@ def _is_llamaindex(obj: Any) -> bool:
 def _matches(obj: Any) -> bool:
     from llama_index.core.ingestion import IngestionPipeline
 
-    if isinstance(obj, (WrappedQueryEngine, IngestionPipeline)) or is_dropin(obj) or _is_index_class(obj):
+    if isinstance(obj, (WrappedQueryEngine, IngestionPipeline)) or state_of(obj) is not None or _is_index_class(obj):
         return True
     return _is_llamaindex(obj) and has_entry_point(obj)
 
@@ -63,7 +64,7 @@ def wrap_llamaindex(obj: Any, options: WrapOptions | None = None) -> Any:
     options = options or WrapOptions()
     policy, disabled_passes = options.policy, options.disabled_passes
 
-    if isinstance(obj, WrappedQueryEngine) or is_dropin(obj):
+    if isinstance(obj, WrappedQueryEngine) or state_of(obj) is not None:
         return obj  # already accel's
     if isinstance(obj, IngestionPipeline):
         return WrappedIngestionPipeline(obj, policy=policy, disabled_passes=tuple(disabled_passes))

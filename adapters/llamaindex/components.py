@@ -20,10 +20,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from accel.adapters.common.dropin import DropInState, state_of
 from accel.registry import TemplateCompiler
 
 from .capture import capturing, engine_class
-from .dropin import DropInInfo, info, make_dropin
+from .dropin import make_dropin
 from .lowered import lower_query_engine, lower_retriever
 from .subquestion import sub_question_overrides
 
@@ -56,14 +57,14 @@ class Lowering:
             return engine
         lowered = lower_query_engine(engine, policy=self.policy, disabled_passes=self.disabled_passes)
         self.lowered.append(f"{where}: RetrieverQueryEngine -> retrieval and synthesis as primitives")
-        self.parts.append(info(lowered).helper)
+        self.parts.append(state_of(lowered).helper)
         return lowered
 
     def retriever(self, retriever: Any, where: str) -> Any:
         lowered = lower_retriever(retriever, self.session, self.disabled_passes)
         if lowered is None:
             return retriever
-        self.lowered.append(f"{where}: {_name(retriever)} -> " + "; ".join(info(lowered).lowered))
+        self.lowered.append(f"{where}: {_name(retriever)} -> " + "; ".join(state_of(lowered).lowered))
         return lowered
 
 
@@ -90,7 +91,7 @@ def wrap_object(obj: Any, *, policy: str = "topology", disabled_passes: tuple[st
         replace["_query_engines"] = {name: lower.query_engine(e, f"tool {name!r}") for name, e in obj._query_engines.items()}
         overrides = sub_question_overrides()
         lower.lowered.append("sub-questions -> parallel branches (each answered by its tool's query engine, side by side)")
-    kind = DropInInfo(_name(obj), session, lowered=lower.lowered, parts=lower.parts,
+    kind = DropInState(_name(obj), session, lowered=lower.lowered, parts=lower.parts,
                       model=session.learner(_name(obj), disabled_passes))
     kind.captured, kind.as_is = engine_components(obj, replace)
     if not lower.lowered:

@@ -298,13 +298,13 @@ def li_nodes(nodes: list[Any]) -> list[tuple[Any, ...]]:
 
 def test_llamaindex_retrievers_over_server_embeddings_lower_to_embed_and_search(
         li_index: Any, li_embed_model: Any, embed_proxy: RecordingProxy) -> None:
-    from accel.adapters.llamaindex.dropin import info
+    from accel.adapters.common.dropin import state_of
 
     for name, model in li_models(embed_proxy, li_embed_model).items():
         fast = accel.wrap(li_index.as_retriever(similarity_top_k=3, embed_model=model))
         assert f"{name} -> Embed" in fast.explain(), fast.explain()
         assert "PGVectorStore search (k=3) -> Search" in fast.explain()
-        assert {Kind.EMBED, Kind.SEARCH} <= kinds(info(fast).helper.graph)
+        assert {Kind.EMBED, Kind.SEARCH} <= kinds(state_of(fast).helper.graph)
 
 
 def test_llamaindex_retrieve_sends_stocks_own_request(li_index: Any, li_embed_model: Any,
