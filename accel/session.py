@@ -2,8 +2,8 @@
 wrapped app, so queries from sync threads and from async code on any loop batch together.
 
     session = get_session()
-    name = session.engine("embed", model_path, lambda: SentenceTransformerEmbedder(model_path))
-    template = session.template(key, build_graph, context=PassContext())
+    name = session.engine(catalogue.embedder(model_path))        # an EngineSpec
+    template = session.template(TemplateBuild(key, build_graph))  # the passes' context is the session's
     value = session.submit(template, {"input": x}).result()      # sync callers
     value = await session.arun(template, {"input": x})           # async callers, any loop
     for item in session.stream(template, {"input": x}): ...      # Delta..., Final (threads)
@@ -13,7 +13,8 @@ wrapped app, so queries from sync threads and from async code on any loop batch 
 
 The loop thread, the runtime and each engine are created lazily on first use. Engines are
 shared and deduplicated by `(kind, key)`: two chains on the same embedding model use one
-embedder, so their requests batch. `shutdown()` (also run at exit) stops the runtime and the
+embedder, so their requests batch. Templates are cached by structure key (`TemplateBuild`),
+at most `accel.ir.template.TEMPLATE_CACHE_SIZE` of them. `shutdown()` (also run at exit) stops the runtime and the
 engines the session created.
 """
 
@@ -28,22 +29,30 @@ import dataclasses
 import itertools
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import AsyncIterator, Hashable, Iterable, Iterator, Mapping, MutableMapping
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from accel.config import Settings, settings as current_settings
-from accel.engines.base import Engine
+from accel.engines.base import Engine, LLMEngine
 from accel.engines.errors import EngineUnavailable
 from accel.engines.limits import EngineLimits
-from accel.runtime.output_stream import relay_to_loop, relay_to_thread
-from accel.runtime.policies import PolicyName, get_policy
-from accel.runtime.sharing import ShareScope, batch_scope
-from accel.types import EngineCall, OnSessionLoop, ProgramLearner
+from accel.ir.template import Template, TemplateCache
+# the runtime's names stay private here: the session is the adapters' door to the runtime and
+# re-exports nothing of it (tests/test_layers.py)
+from accel.runtime.output_stream import relay_to_loop as _relay_to_loop, relay_to_thread as _relay_to_thread
+from accel.runtime.policies import get_policy as _get_policy
+from accel.runtime.sharing import batch_scope as _batch_scope
+from accel.types import (EngineCall, EngineSpec, OnSessionLoop, PolicyName, ProgramLearner, QueryWatcher, StreamItem,
+                         TemplateBuild)
 
 if TYPE_CHECKING:
+    from accel.caller import ThreadCaller
     from accel.ir.dynamic import Site
+    from accel.passes import LLMInfo
+    from accel.profiles import MeasuredLimits
     from accel.runtime.programs import Programs, RunRecorder, Warm
+    from accel.runtime.runtime import Runtime
     from accel.scope import WrappedRun
 
 # The one door to the runtime: adapters use the session and the public types (`accel.types`);
@@ -59,21 +68,21 @@ class Session:
 
     def __init__(self, *, policy: PolicyName = "topology", disabled_passes: Iterable[str] = (),
                  settings: Settings | None = None) -> None:
-        get_policy(policy)  # a typo fails here, not at the first query
+        _get_policy(policy)  # a typo fails here, not at the first query
         self._settings = settings or current_settings()
         self.policy: PolicyName = policy
         self.disabled_passes: tuple[str, ...] = tuple(disabled_passes)
         self._lock = threading.RLock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._runtime: Any = None
+        self._runtime: Runtime | None = None
         self._names: dict[tuple[str, Hashable], str] = {}
         self._engines: dict[str, Engine] = {}
-        self._limits: dict[str, Any] = {}
+        self._limits: dict[str, EngineLimits | None] = {}
         self._ids = itertools.count()
-        self._templates: Any = None
+        self._templates = TemplateCache()
         self._attaching: dict[str, asyncio.Task[None]] = {}
-        self._measured: Any = None
+        self._measured: MeasuredLimits | None = None
         self._closed = False
 
     # ---- lifecycle ----------------------------------------------------------------------
@@ -104,7 +113,7 @@ class Session:
         thread.start()
         ready.wait()
         runtime = Runtime({}, policy=self.policy, priorities=Priorities(self._settings.program_priority),
-                          llm_spare=lambda: self.measured.llm_spare)
+                          llm_spare=lambda: self._measured_limits().llm_spare)
         asyncio.run_coroutine_threadsafe(runtime.start(), loop).result()
         self._loop, self._thread, self._runtime = loop, thread, runtime
 
@@ -132,29 +141,33 @@ class Session:
         for task in self._attaching.values():
             task.cancel()
         await asyncio.gather(*self._attaching.values(), return_exceptions=True)
-        await self._runtime.stop()
+        await self._rt().stop()
         for engine in self._engines.values():
             await engine.stop()
 
     # ---- engines ------------------------------------------------------------------------
 
-    def engine(self, kind: str, key: Hashable, factory: Callable[[], Engine], *, limits: Any = None) -> str:
-        """The runtime name of the engine for `(kind, key)`, made with `factory()` the first
-        time. `limits` (an `EngineLimits`) applies to a newly made engine only."""
+    def engine(self, spec: EngineSpec) -> str:
+        """The runtime name of the engine for `(spec.kind, spec.key)`, made with
+        `spec.factory()` the first time; `spec.limits` apply to a newly made engine only."""
         with self._lock:
-            name = self._names.get((kind, key))
+            name = self._names.get((spec.kind, spec.key))
             if name is None:
-                name = f"{kind}{next(self._ids)}"
-                self._engines[name] = factory()
-                self._limits[name] = limits
-                self._names[(kind, key)] = name
+                name = f"{spec.kind}{next(self._ids)}"
+                self._engines[name] = spec.factory()
+                self._limits[name] = spec.limits
+                self._names[(spec.kind, spec.key)] = name
             return name
 
     def get_engine(self, name: str) -> Engine:
         return self._engines[name]
 
     @property
-    def measured(self) -> Any:
+    def limits_source(self) -> str:
+        """Where the engines' measured limits come from (saved profiles, or the defaults)."""
+        return self._measured_limits().source
+
+    def _measured_limits(self) -> MeasuredLimits:
         """The engines' measured limits (`accel.profiles`), loaded once."""
         with self._lock:
             if self._measured is None:
@@ -163,10 +176,21 @@ class Session:
                 self._measured = profiles.load()
             return self._measured
 
-    def pass_profiles(self) -> Mapping[str, int]:
+    def _pass_profiles(self) -> Mapping[str, int]:
         """Max efficient batch sizes per "<engine>/<input class>" for the passes: a live view,
         so engines bound while a template is built (after its PassContext) are included."""
         return _LiveProfiles(self)
+
+    def _llm_info(self, name: str) -> LLMInfo | None:
+        """What the passes may know of LLM engine `name` (its tokenizer, chat template and
+        block size, read from the running engine at run time); None for any other engine."""
+        from accel.passes import LLMInfo
+
+        with self._lock:
+            engine = self._engines.get(name)
+        if not isinstance(engine, LLMEngine):
+            return None
+        return LLMInfo(engine.tokenize, engine.render_chat, block_size=lambda: engine.block_size)
 
     async def _prepare(self, names: Iterable[str]) -> None:
         """On the loop: make sure each engine has a running scheduler and is started. The work
@@ -191,7 +215,7 @@ class Session:
         engine = self._engines.get(name)
         if engine is None:
             raise EngineUnavailable(name, "the template names an engine this session does not hold", "register it with session.engine(...)")
-        await self._runtime.add_engine(name, engine, self._sized(engine, self._limits[name]))
+        await self._rt().add_engine(name, engine, self._sized(engine, self._limits[name]))
         await engine.start()
 
     def _sized(self, engine: Engine, limits: EngineLimits | None) -> EngineLimits | None:
@@ -199,7 +223,7 @@ class Session:
         engine without a profile keeps its count cap (logged)."""
         if limits is None or limits.max_call_s is None or limits.item_seconds is not None:
             return limits
-        seconds = self.measured.item_seconds(getattr(engine, "name", ""))
+        seconds = self._measured_limits().item_seconds(getattr(engine, "name", ""))
         if seconds is None:
             log.info("engine %s has no measured profile: its calls are sized by count (%d)",
                      getattr(engine, "name", engine), limits.max_batch_size)
@@ -214,9 +238,9 @@ class Session:
         `EngineError` comes before any result (the caller may then run its own code)."""
         if self.in_loop_thread():
             raise OnSessionLoop(call.component)
-        name = call.engine.bind(self)
+        name = self.engine(call.engine)
         loop = self.loop
-        programs = self._runtime.programs
+        programs = self._rt().programs
         site = programs.begin(run, name, call)
         future = asyncio.run_coroutine_threadsafe(self._call(run, name, call), loop)
         try:
@@ -228,9 +252,9 @@ class Session:
 
     async def acall(self, run: WrappedRun, call: EngineCall) -> object:
         """`call` for async code on any loop; cancelling the caller withdraws the task."""
-        name = call.engine.bind(self)
+        name = self.engine(call.engine)
         loop = self.loop
-        programs = self._runtime.programs
+        programs = self._rt().programs
         site = programs.begin(run, name, call)
         work = self._call(run, name, call)
         if asyncio.get_running_loop() is loop:
@@ -244,18 +268,18 @@ class Session:
         `next`; closing the iterator early aborts the request."""
         if self.in_loop_thread():
             raise OnSessionLoop(call.component)
-        name = call.engine.bind(self)
+        name = self.engine(call.engine)
         site = self._programs().begin(run, name, call)
-        return relay_to_thread(self.loop, lambda: self._stream_call(run, name, call, site))
+        return _relay_to_thread(self.loop, lambda: self._stream_call(run, name, call, site))
 
     def astream_call(self, run: WrappedRun, call: EngineCall) -> AsyncIterator[object]:
         """`stream_call` for async code on any loop."""
-        name = call.engine.bind(self)
+        name = self.engine(call.engine)
         site = self._programs().begin(run, name, call)
         loop = self.loop
         if asyncio.get_running_loop() is loop:
             return self._stream_call(run, name, call, site)
-        return relay_to_loop(loop, lambda: self._stream_call(run, name, call, site))
+        return _relay_to_loop(loop, lambda: self._stream_call(run, name, call, site))
 
     def learner(self, app: str, disabled_passes: Iterable[str] = ()) -> ProgramLearner | None:
         """Learned prefill for wrapped app `app` that runs its own code, or None where the app's
@@ -267,18 +291,28 @@ class Session:
             return None
         return ProgramModel(app, learned_prefill, self._warm)
 
-    def share(self, template: object, counters: MutableMapping[str, int] | None = None) -> AbstractContextManager[ShareScope | None]:
+    def share(self, template: Template | None, counters: MutableMapping[str, int] | None = None) -> AbstractContextManager[object]:
         """A share scope for one batch call: identical deterministic engine requests of its
         queries run once (`accel.runtime.sharing`); what was shared is added to `counters`."""
-        return batch_scope(template, counters)
+        return _batch_scope(template, counters)
 
     def _programs(self) -> Programs:
-        self.loop  # started, with its runtime
-        return self._runtime.programs
+        return self._started().programs
+
+    def _started(self) -> Runtime:
+        """The runtime, its loop started if need be."""
+        self.loop
+        return self._rt()
+
+    def _rt(self) -> Runtime:
+        """The runtime of a started session (on the loop, or once `loop` was read)."""
+        runtime = self._runtime
+        assert runtime is not None, "the session loop was not started"
+        return runtime
 
     async def _call(self, run: WrappedRun, name: str, call: EngineCall) -> list[object]:
         await self._prepare([name])
-        return await self._runtime.programs.submit(run, name, call)
+        return await self._rt().programs.submit(run, name, call)
 
     @staticmethod
     def _shaped(programs: Programs, run: WrappedRun, site: Site | None, call: EngineCall, results: list[object]) -> object:
@@ -288,7 +322,7 @@ class Session:
 
     async def _stream_call(self, run: WrappedRun, name: str, call: EngineCall, site: Site | None) -> AsyncIterator[object]:
         await self._prepare([name])
-        async with contextlib.aclosing(self._runtime.programs.stream(run, name, call, site)) as chunks:
+        async with contextlib.aclosing(self._rt().programs.stream(run, name, call, site)) as chunks:
             async for chunk in chunks:
                 yield chunk
 
@@ -298,45 +332,38 @@ class Session:
 
     async def _send_warms(self, recorder: RunRecorder, warms: list[Warm], values: dict[str, str]) -> None:
         await self._prepare([warms[0].engine])
-        await self._runtime.programs.warm(recorder, warms, values)
+        await self._rt().programs.warm(recorder, warms, values)
 
     # ---- templates ----------------------------------------------------------------------
 
-    def template(
-        self,
-        structure_key: Hashable,
-        build: Callable[[], Any],
-        *,
-        context: Any = None,
-        disabled_passes: Iterable[str] = (),
-        passes: bool = True,
-    ) -> Any:
-        """The cached e-graph template for `structure_key`: `build()` gives the p-graph, the
-        passes (minus the session's and these disabled ones) optimise it, once."""
-        from accel.ir.template import TemplateCache
-        from accel.passes import optimize
+    def template(self, build: TemplateBuild) -> Template:
+        """The cached template for `build`: `build.graph()` gives the p-graph, the passes
+        (minus the session's and the build's disabled ones) optimise it, once per structure
+        key. The passes see the session's engines: measured batch sizes, and each LLM
+        engine's tokenizer, chat template and block size, looked up per node."""
+        from accel.passes import PassContext, optimize
 
-        disabled = tuple(sorted({*self.disabled_passes, *disabled_passes}))
-        with self._lock:
-            if self._templates is None:
-                self._templates = TemplateCache()
-        run_passes = (lambda graph: optimize(graph, disabled=disabled, context=context)) if passes else None
-        return self._templates.get(structure_key, (disabled, passes), build, run_passes)
+        disabled = tuple(sorted({*self.disabled_passes, *build.disabled_passes}))
+        context = PassContext(profiles=self._pass_profiles(), llm=self._llm_info)
+        run_passes = (lambda graph: optimize(graph, disabled=disabled, context=context)) if build.passes else None
+        return self._templates.get(build.key, (disabled, build.passes), build.graph, run_passes)
 
     # ---- running queries ----------------------------------------------------------------
 
-    async def _run(self, template: Any, inputs: Mapping[str, Any], watcher: Any = None) -> Any:
-        runtime = self._runtime
+    async def _run(self, template: Template, inputs: Mapping[str, object], watcher: QueryWatcher | None = None) -> object:
+        runtime = self._rt()
         await self._prepare(sorted(_engines_of(template)))
         return await runtime.run(template, inputs, watcher=watcher)
 
-    def submit(self, template: Any, inputs: Mapping[str, Any], *, watcher: Any = None) -> concurrent.futures.Future:
+    def submit(self, template: Template, inputs: Mapping[str, object], *,
+               watcher: QueryWatcher | None = None) -> concurrent.futures.Future[object]:
         """Run one query on the session loop; cancelling the future cancels the query. A
-        `watcher` (`accel.runtime.watch.QueryWatcher`) sees its nodes finish, on the loop."""
+        `watcher` (`accel.types.QueryWatcher`) sees its nodes finish, on the loop."""
         loop = self.loop
         return asyncio.run_coroutine_threadsafe(self._run(template, dict(inputs), watcher), loop)
 
-    def run(self, template: Any, inputs: Mapping[str, Any], *, caller: Any = None, watcher: Any = None) -> Any:
+    def run(self, template: Template, inputs: Mapping[str, object], *, caller: ThreadCaller | None = None,
+            watcher: QueryWatcher | None = None) -> object:
         """Blocking `submit(...).result()`; refuses to block the session loop itself. With a
         `ThreadCaller` (accel.caller), this thread runs the query's user code meanwhile. An
         interrupt of the waiting thread cancels the query."""
@@ -355,21 +382,22 @@ class Session:
                 f"Remedy: use session.{instead}(...) there instead."
             )
 
-    async def arun(self, template: Any, inputs: Mapping[str, Any], *, watcher: Any = None) -> Any:
+    async def arun(self, template: Template, inputs: Mapping[str, object], *, watcher: QueryWatcher | None = None) -> object:
         """Run one query from async code on any loop (the caller's cancellation propagates)."""
         loop = self.loop
         if asyncio.get_running_loop() is loop:
             return await self._run(template, dict(inputs), watcher)
         return await asyncio.wrap_future(self.submit(template, inputs, watcher=watcher))
 
-    async def _stream(self, template: Any, inputs: Mapping[str, Any], watcher: Any = None) -> AsyncIterator[Any]:
+    async def _stream(self, template: Template, inputs: Mapping[str, object],
+                      watcher: QueryWatcher | None = None) -> AsyncIterator[StreamItem]:
         await self._prepare(sorted(_engines_of(template)))
-        async with contextlib.aclosing(self._runtime.stream(template, inputs, watcher=watcher)) as items:
+        async with contextlib.aclosing(self._rt().stream(template, inputs, watcher=watcher)) as items:
             async for item in items:
                 yield item
 
-    def stream(self, template: Any, inputs: Mapping[str, Any], *, context: contextvars.Context | None = None,
-               caller: Any = None, watcher: Any = None) -> Iterator[Any]:
+    def stream(self, template: Template, inputs: Mapping[str, object], *, context: contextvars.Context | None = None,
+               caller: ThreadCaller | None = None, watcher: QueryWatcher | None = None) -> Iterator[StreamItem]:
         """One query's `Delta`s then its `Final` (see `Runtime.stream`), for sync callers in any
         thread but the session loop's. The query starts at the first `next`, in `context` (by
         default the caller's then); closing the iterator early cancels it and returns once its
@@ -377,17 +405,17 @@ class Session:
         consuming thread also run the query's user code while it waits."""
         self._refuse_blocking("astream")
         inputs = dict(inputs)
-        return relay_to_thread(self.loop, lambda: self._stream(template, inputs, watcher), context, caller)
+        return _relay_to_thread(self.loop, lambda: self._stream(template, inputs, watcher), context, caller)
 
-    async def astream(self, template: Any, inputs: Mapping[str, Any], *, context: contextvars.Context | None = None,
-                      watcher: Any = None) -> AsyncIterator[Any]:
+    async def astream(self, template: Template, inputs: Mapping[str, object], *, context: contextvars.Context | None = None,
+                      watcher: QueryWatcher | None = None) -> AsyncIterator[StreamItem]:
         """`stream` for async code on any loop; closing early or cancelling the consumer
         cancels the query."""
         loop, inputs = self.loop, dict(inputs)
         if asyncio.get_running_loop() is loop and context is None:
             items = self._stream(template, inputs, watcher)
         else:
-            items = relay_to_loop(loop, lambda: self._stream(template, inputs, watcher), context)
+            items = _relay_to_loop(loop, lambda: self._stream(template, inputs, watcher), context)
         async with contextlib.aclosing(items):
             async for item in items:
                 yield item
@@ -405,7 +433,7 @@ class _LiveProfiles(Mapping[str, int]):
     def _now(self) -> dict[str, int]:
         with self._session._lock:
             engines = [(name, getattr(engine, "name", name)) for name, engine in self._session._engines.items()]
-        return self._session.measured.for_engines(engines)
+        return self._session._measured_limits().for_engines(engines)
 
     def __getitem__(self, key: str) -> int:
         return self._now()[key]
@@ -423,7 +451,7 @@ def _retrieve(task: asyncio.Task[None]) -> None:
         task.exception()
 
 
-def _engines_of(template: Any) -> set[str]:
+def _engines_of(template: Template) -> set[str]:
     from accel.ir.expand import engines_of
 
     return engines_of(template.nodes)

@@ -7,18 +7,20 @@ adapters), so naming a type loads no runtime.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import weakref
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, get_args
 
 from accel.engines.catalogue import EngineSpec
 from accel.engines.limits import EngineLimits
 from accel.ir.dynamic import Prompt
+from accel.ir.graph import Graph
 from accel.ir.template import Template
 from accel.scope import WrappedRun
 
-__all__ = ["POLICY_NAMES", "Delta", "EngineCall", "EngineLimits", "EngineSpec", "Final", "OnSessionLoop", "PolicyName",
-           "ProgramLearner", "QueryWatcher", "StreamItem", "Template"]
+__all__ = ["POLICY_NAMES", "Delta", "EngineCall", "EngineLimits", "EngineSpec", "Final", "Identity", "OnSessionLoop",
+           "PolicyName", "ProgramLearner", "QueryWatcher", "StreamItem", "Template", "TemplateBuild"]
 
 PolicyName = Literal["topology", "po", "to"]
 """How engine schedulers form batches (`accel.runtime.policies`): "topology" (Teola's
@@ -101,3 +103,47 @@ class ProgramLearner(Protocol):
 
     def explain(self) -> list[str]:
         """What the runs taught, for `explain()`."""
+
+
+class Identity:
+    """A part of a template's structure key that names an object: equal only to an `Identity`
+    of the same live object. It holds the object weakly, so a key never keeps an app alive,
+    and once the object is gone it equals nothing else, whichever object later gets its
+    `id` (objects that cannot be weakly referenced are held strongly)."""
+
+    __slots__ = ("_hash", "_ref")
+
+    def __init__(self, obj: object) -> None:
+        try:
+            self._ref: Callable[[], object] = weakref.ref(obj)
+        except TypeError:
+            self._ref = lambda: obj
+        self._hash = id(obj)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, Identity) or other._hash != self._hash:
+            return False
+        obj = self._ref()
+        return obj is not None and obj is other._ref()
+
+    def __repr__(self) -> str:
+        obj = self._ref()
+        return f"Identity({type(obj).__name__ if obj is not None else 'dead'} at {self._hash:#x})"
+
+
+@dataclass(frozen=True)
+class TemplateBuild:
+    """What `Session.template` needs to make a template: the p-graph `graph()` builds, under
+    the structure `key` that caches it (parts naming objects are `Identity`s), optimised by
+    the passes minus `disabled_passes` (none at all when `passes` is False). The session
+    derives what the passes know of the engines."""
+
+    key: Hashable
+    graph: Callable[[], Graph]
+    disabled_passes: tuple[str, ...] = ()
+    passes: bool = True

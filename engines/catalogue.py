@@ -13,29 +13,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from .base import Engine
 from .limits import EngineLimits
 
 
-class EngineNamer(Protocol):
-    """What `EngineSpec.bind` needs of a registry (`accel.registry.EngineRegistry`)."""
-
-    def engine(self, kind: str, key: Hashable, factory: Callable[[], Engine], *,
-               limits: EngineLimits | None = None) -> str: ...
-
-
 @dataclass(frozen=True)
 class EngineSpec:
+    """One engine an app reaches: `registry.engine(spec)` (`accel.registry.EngineRegistry`)
+    names it, made with `factory()` the first time that `(kind, key)` is asked for."""
+
     kind: str
     key: Hashable
     factory: Callable[[], Engine]
     limits: EngineLimits | None = None
-
-    def bind(self, registry: EngineNamer) -> str:
-        """The registry's runtime name for this engine (made on first use)."""
-        return registry.engine(self.kind, self.key, self.factory, limits=self.limits)
 
 
 MAX_ITEMS_PER_CALL = 4096

@@ -4,11 +4,13 @@ folders into `accel/`, so the checkout has the import layout on disk)."""
 
 from __future__ import annotations
 
+import configparser
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,3 +47,56 @@ def test_engine_tasks_only_in_runtime() -> None:
     assert len(_sources()) > 100  # the linked folders were walked
     assert tasks == [], f"EngineTask made outside accel/runtime/: {tasks}"
     assert schedulers == [], f"engine schedulers reached outside accel/runtime/ and accel/session.py: {schedulers}"
+
+
+def test_session_is_typed() -> None:
+    """The session, the one door to the runtime, says what crosses it (issue 28): at most 3
+    `Any` annotations in accel/session.py."""
+    text = (ROOT / "accel" / "session.py").read_text()
+    found = re.findall(r":\s*Any\b|->\s*Any\b", text)
+    assert len(found) <= 3, found
+
+
+def _contracts() -> configparser.ConfigParser:
+    config = configparser.ConfigParser()
+    assert config.read(ROOT / ".importlinter")
+    return config
+
+
+def _lines(value: str) -> list[str]:
+    return [line.strip() for line in value.splitlines() if line.strip()]
+
+
+def test_adapters_contract_checks_indirect_imports() -> None:
+    """Adapters reach the runtime through the session only: their contract counts indirect
+    imports, with the session's own imports of the runtime as its one exemption; the public
+    types' contract counts them too."""
+    config = _contracts()
+    adapters = config["importlinter:contract:adapters"]
+    assert adapters.getboolean("allow_indirect_imports") is False
+    assert _lines(adapters.get("ignore_imports", "")) == ["accel.session -> accel.runtime.**"]
+    assert _lines(adapters["source_modules"]) == ["accel.adapters"]
+    assert "accel.runtime" in _lines(adapters["forbidden_modules"])
+    types = config["importlinter:contract:types"]
+    assert types.getboolean("allow_indirect_imports") is False and "ignore_imports" not in types
+    assert _lines(types["source_modules"]) == ["accel.types"]
+    assert {"accel.runtime", "accel.session", "accel.passes", "accel.adapters"} <= set(_lines(types["forbidden_modules"]))
+
+
+def test_session_exports_no_runtime_types() -> None:
+    """The adapters contract exempts the session's imports of the runtime, so the session must
+    not hand the runtime on: its public names are its own or the public types', and no public
+    name of the module is a runtime object or module."""
+    import accel.session as session
+    import accel.types as types
+
+    assert sorted(session.__all__) == ["Session", "get_session", "shutdown"]
+    assert all(getattr(session, name).__module__ == "accel.session" for name in session.__all__)
+    leaked = []
+    for name, value in vars(session).items():
+        if name.startswith("_"):
+            continue
+        where = value.__name__ if isinstance(value, ModuleType) else getattr(value, "__module__", None) or ""
+        if where.startswith("accel.runtime") and getattr(types, name, None) is not value:
+            leaked.append(name)
+    assert leaked == [], f"accel.session hands on runtime names (import them as _private): {leaked}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -109,15 +110,32 @@ def _canonical(value: Any) -> str:
     return repr(value)
 
 
+TEMPLATE_CACHE_SIZE = 512
+"""Templates a cache keeps, least recently used first out. A wrapper holds its own templates,
+so an evicted one costs only a rebuild when the same structure is wrapped again."""
+
+
 class TemplateCache:
     """Templates keyed by `(structure_key, config_key)`: the p-graph builder and the passes
-    run once per key; later lookups return the cached template."""
+    run once per key; later lookups return the cached template. Each key builds under a lock
+    of its own: concurrent callers for one key wait for its first builder, other keys build
+    meanwhile, and a failed build caches nothing (the next caller builds again)."""
 
-    def __init__(self) -> None:
-        self._templates: dict[tuple[Hashable, Hashable], Template] = {}
+    def __init__(self, size: int = TEMPLATE_CACHE_SIZE) -> None:
+        self._templates: OrderedDict[tuple[Hashable, Hashable], Template] = OrderedDict()
+        self._building: dict[tuple[Hashable, Hashable], threading.Lock] = {}
         self._lock = threading.Lock()
+        self._size = size
         self.hits = 0
         self.misses = 0
+
+    def _cached(self, key: tuple[Hashable, Hashable]) -> Template | None:
+        """Under `_lock`: the cached template, now the most recently used, counted as a hit."""
+        found = self._templates.get(key)
+        if found is not None:
+            self._templates.move_to_end(key)
+            self.hits += 1
+        return found
 
     def get(
         self,
@@ -130,16 +148,36 @@ class TemplateCache:
         `optimize=None` leaves the p-graph as is (no passes)."""
         key = (structure_key, config)
         with self._lock:
-            found = self._templates.get(key)
+            found = self._cached(key)
             if found is not None:
-                self.hits += 1
                 return found
-            self.misses += 1
-            p_graph = build()
-            e_graph = optimize(p_graph) if optimize is not None else p_graph
-            template = Template.from_graph(e_graph, p_graph=p_graph, key=key)
-            self._templates[key] = template
+            building = self._building.setdefault(key, threading.Lock())
+        with building:
+            with self._lock:
+                found = self._cached(key)
+                if found is not None:
+                    return found
+                self.misses += 1
+            try:
+                p_graph = build()
+                e_graph = optimize(p_graph) if optimize is not None else p_graph
+                template = Template.from_graph(e_graph, p_graph=p_graph, key=key)
+            except BaseException:
+                self._done(key, building)
+                raise
+            self._done(key, building, template)
             return template
+
+    def _done(self, key: tuple[Hashable, Hashable], building: threading.Lock, template: Template | None = None) -> None:
+        """Keep a built template (evicting the least recently used beyond the size) and drop
+        the key's build lock, in one step, so a later caller finds one or the other."""
+        with self._lock:
+            if template is not None:
+                self._templates[key] = template
+                while len(self._templates) > self._size:
+                    self._templates.popitem(last=False)
+            if self._building.get(key) is building:
+                del self._building[key]
 
     def __len__(self) -> int:
         return len(self._templates)

@@ -11,6 +11,7 @@ from accel.passes.registry import (
     DEFAULT_ORDER,
     PASSES,
     PROGRAM_PASSES,
+    LLMInfo,
     PassContext,
     PassFn,
     optimize,
@@ -32,6 +33,7 @@ for _name, _fn in (("share_requests", share_requests), ("share_prefixes", share_
 
 __all__ = [
     "DEFAULT_ORDER",
+    "LLMInfo",
     "PASSES",
     "PROGRAM_PASSES",
     "PassContext",

@@ -79,16 +79,18 @@ def prefill_split(graph: Graph, context: PassContext) -> Graph:
         engine, serves = target
         prefix, has_late = _ready_prefix(list(node.attrs["prompt_parts"]), _ready_ports(graph, node))
         messages = node.attrs.get("messages") or ()
+        llm = context.llm(engine) if engine is not None else None
         reason = (
             "every part is ready at once" if not has_late
             else "the first part is late" if not prefix
-            else "no tokenizer in the pass context" if context.tokenize is None
-            else "no chat template renderer in the pass context" if messages and context.render_chat is None
+            else f"no tokenizer in the pass context for engine {engine}" if llm is None
+            else f"no chat template renderer in the pass context for engine {engine}" if messages and llm.render_chat is None
             else None
         )
         if reason is not None:
             g.note(NAME, f"{node.name} not split: {reason}")
             continue
+        assert llm is not None  # else a reason above names its absence
         ports = {p.port for p in prefix if isinstance(p, Slot)}
         derived = Derived(node.name, Role.WARM_UP)
         warm = Node(
@@ -99,11 +101,11 @@ def prefill_split(graph: Graph, context: PassContext) -> Graph:
             attrs={"prefix_parts": len(prefix), "warms": serves},
             op=WarmupOp(
                 prefix=tuple(prefix),
-                tokenize=context.tokenize,
-                block_size=context.block_size,
+                tokenize=llm.tokenize,
+                block_size=llm.block_size,
                 safety_tail=context.safety_tail,
                 messages=tuple(messages),
-                render_chat=context.render_chat,
+                render_chat=llm.render_chat,
             ),
             derived=derived,
         )

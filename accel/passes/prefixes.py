@@ -33,7 +33,7 @@ from accel.ir.node import Derived, Node, Role
 from accel.engines.base import GenerationRequest
 from accel.ir.ops import PromptPart, Slot, WarmupOp
 from accel.passes.prefill import _decode_of
-from accel.passes.registry import PassContext
+from accel.passes.registry import LLMInfo, PassContext
 
 NAME = "share_prefixes"
 MIN_COMMON_CHARS = 64
@@ -91,41 +91,45 @@ class StaticWarmupOp(WarmupOp):
         return list(made[0].prompt_token_ids) if made else []
 
 
-def _warm(name: str, engine: str, parts: tuple[PromptPart, ...], messages: tuple, context: PassContext, note: str,
-          derived: Derived | None = None) -> Node:
+def _warm(name: str, engine: str, parts: tuple[PromptPart, ...], messages: tuple, llm: LLMInfo, safety_tail: int,
+          note: str, derived: Derived | None = None) -> Node:
     return Node(
         name,
         Kind.PARTIAL_PREFILL,
         engine=engine,
         inputs={},
         attrs={"prefix_parts": len(parts), "shared_prefix": note},
-        op=StaticWarmupOp(prefix=parts, tokenize=context.tokenize, block_size=context.block_size,
-                    safety_tail=context.safety_tail, messages=messages, render_chat=context.render_chat),
+        op=StaticWarmupOp(prefix=parts, tokenize=llm.tokenize, block_size=llm.block_size,
+                          safety_tail=safety_tail, messages=messages, render_chat=llm.render_chat),
         derived=derived,
     )
 
 
 def share_prefixes(graph: Graph, context: PassContext) -> Graph:
     g = graph.copy()
-    if context.tokenize is None:
-        g.note(NAME, "no tokenizer in the pass context: prefixes not warmed")
-        return g
     heads = [h for n in graph.nodes() if n.kind in (Kind.PREFILL, Kind.FULL_PREFILL) and "prompt_parts" in n.attrs
              for h in [_head(graph, n)] if h is not None]
-    if any(h.messages for h in heads) and context.render_chat is None:
-        heads = [h for h in heads if not h.messages]
     groups: dict[tuple[str, str | None], list[_Head]] = {}
+    llms: dict[str, LLMInfo] = {}
     for h in heads:
+        llm = context.llm(h.engine)
+        if llm is None:
+            g.note(NAME, f"no tokenizer in the pass context for engine {h.engine}: {h.prefill}'s prefix not warmed")
+            continue
+        if h.messages and llm.render_chat is None:
+            continue
+        llms[h.engine] = llm
         groups.setdefault((h.engine, h.role), []).append(h)
     for (engine, role), members in groups.items():
-        common = _common_warm(g, engine, role, members, context)
+        llm = llms[engine]
+        common = _common_warm(g, engine, role, members, llm, context.safety_tail)
         by_text: dict[tuple[PromptPart, ...], str] = {}
         for h in members:
             warm = by_text.get(h.parts)
             if warm is None:
                 head = Derived(h.prefill, Role.SHARED_HEAD)
                 warm = head.name
-                g.add(_warm(warm, engine, h.parts, h.messages, context, "head", head))
+                g.add(_warm(warm, engine, h.parts, h.messages, llm, context.safety_tail, "head", head))
                 if common is not None and common != warm:
                     g.add_edge(common, warm, pinned=True)
                 by_text[h.parts] = warm
@@ -141,7 +145,7 @@ def share_prefixes(graph: Graph, context: PassContext) -> Graph:
     return g
 
 
-def _common_warm(g: Graph, engine: str, role: str | None, members: list[_Head], context: PassContext) -> str | None:
+def _common_warm(g: Graph, engine: str, role: str | None, members: list[_Head], llm: LLMInfo, safety_tail: int) -> str | None:
     """A warm-up for the opening every head of the group shares, when it is shorter than the
     heads themselves (else the head warm-ups cover it) and long enough to matter."""
     firsts = [h.parts[0] for h in members]
@@ -153,5 +157,5 @@ def _common_warm(g: Graph, engine: str, role: str | None, members: list[_Head], 
     name = f"{engine}#common-prefix" + (f"-{role}" if role else "")
     # a placeholder after the opening, so the chat template is cut right after it
     messages = ((role, (common, Slot("_"))),) if role is not None else ()
-    g.add(_warm(name, engine, (common,), messages, context, "common"))
+    g.add(_warm(name, engine, (common,), messages, llm, safety_tail, "common"))
     return name

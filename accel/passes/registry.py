@@ -16,24 +16,39 @@ from accel.ir.ops import RenderChat, Tokenize
 
 
 @dataclass(frozen=True)
+class LLMInfo:
+    """What the passes may know of one LLM engine, used at run time by prefix warm-ups:
+
+    - `tokenize(text, add_special_tokens=...)` / `render_chat(messages)`: the engine's own
+      (async) tokenizer and chat template;
+    - `block_size`: its KV block size (prefix caching reuses whole blocks), or a callable that
+      reads it from the running engine at run time (a template is built before a server
+      reports it)."""
+
+    tokenize: Tokenize
+    render_chat: RenderChat | None = None
+    block_size: int | Callable[[], int] = 16
+
+
+def _no_llm(engine: str) -> LLMInfo | None:
+    return None
+
+
+@dataclass(frozen=True)
 class PassContext:
     """What passes may know about the engines.
 
     - `profiles`: engine name -> measured max efficient batch size (from engine profiling;
       an engine without a profile is never stage-decomposed);
-    - `block_size`: the LLM engine's KV block size (prefix caching reuses whole blocks), or a
-      callable that reads it from the running engine at run time;
+    - `llm(engine)`: the `LLMInfo` of the LLM engine a node names, or None (no LLM engine by
+      that name, or none known): passes look it up per node, so each of several LLMs gets
+      its own warm-ups. Without it, prefill splitting is skipped for that node;
     - `safety_tail`: tokens dropped from a warm-up prefix because they could merge with the
-      text that follows;
-    - `tokenize(text, add_special_tokens=...)` / `render_chat(messages)`: the LLM engine's own
-      (async) tokenizer and chat template, used at run time by prefix warm-ups. Without
-      `tokenize`, prefill splitting is skipped."""
+      text that follows."""
 
     profiles: Mapping[str, int] = field(default_factory=dict)
-    block_size: int | Callable[[], int] = 16
+    llm: Callable[[str], LLMInfo | None] = _no_llm
     safety_tail: int = 4
-    tokenize: Tokenize | None = None
-    render_chat: RenderChat | None = None
 
 
 PassFn = Callable[[Graph, PassContext], Graph]

@@ -34,7 +34,8 @@ from accel.ir import GraphBuilder, Kind, Ref
 from accel.ir.expand import has_engine_work
 from accel.ir.graph import Graph
 from accel.ir.ops import GatherOp
-from accel.registry import EngineRegistry, TemplateCompiler
+from accel.registry import TemplateCompiler
+from accel.types import EngineSpec, Identity, TemplateBuild
 
 
 class Opaque(Exception):
@@ -151,8 +152,8 @@ class Capture(ModelLowering):
         self.models += sub.models
         self.own_batch += sub.own_batch
         self.unsupported_entries.update(sub.unsupported_entries)
-        template = self.session.template(("langchain-sub", next(_sub_ids)), lambda: graph, context=pass_context(self.session, sub.llm_engines),
-                                         disabled_passes=self.disabled_passes)
+        # keyed by the sub-capture: its ops carry this capture's run scopes, so no other shares it
+        template = self.session.template(TemplateBuild(("langchain-sub", Identity(sub), tag), lambda: graph, self.disabled_passes))
         self.runs.bind(sub.scope, template)
         return template, sub.scope
 
@@ -172,8 +173,8 @@ class Capture(ModelLowering):
     def fn(self, label: str, fn: Any, **inputs: Ref) -> Ref:
         return self.add(Kind.CALL, label, inputs=inputs, op=FnOp(fn))
 
-    def engine(self, spec: Any) -> str:
-        return spec.bind(self.session)
+    def engine(self, spec: EngineSpec) -> str:
+        return self.session.engine(spec)
 
     def note(self, component: Any, lowered: bool, detail: str) -> None:
         self.report.append(Step(_label(component), lowered, detail))
@@ -360,22 +361,6 @@ class Capture(ModelLowering):
     def build(self, out: Ref) -> Graph:
         self.builder.output(out)
         return self.builder.build()
-
-
-_sub_ids = itertools.count()
-
-
-def pass_context(session: EngineRegistry, llm_engines: set[str]) -> Any:
-    """What the passes may know of the engines: measured batch limits (`accel.profiles`) and
-    one LLM engine's tokenizer, chat template and block size (read from the running engine at
-    run time)."""
-    from accel.passes import PassContext
-
-    profiles = session.pass_profiles()
-    if len(llm_engines) != 1:
-        return PassContext(profiles=profiles)
-    engine = session.get_engine(next(iter(llm_engines)))
-    return PassContext(profiles=profiles, tokenize=engine.tokenize, render_chat=engine.render_chat, block_size=lambda: engine.block_size)
 
 
 def _label(component: Any) -> str:

@@ -24,7 +24,6 @@ in `explain()`.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
@@ -36,7 +35,7 @@ from langchain_core.runnables.config import ensure_config, get_callback_manager_
 
 from accel.adapters.common.errors import stock_embed_error, stock_llm_error, stock_vectordb_error
 from accel.adapters.common.explain import draw, explain_text
-from accel.adapters.langchain.capture import Capture, Step, pass_context
+from accel.adapters.langchain.capture import Capture, Step
 from accel.adapters.langchain.runs import RunTree
 from accel.adapters.langchain.stock_runs import END, StockRuns, adelegate, delegate, stock_anext, stock_next
 from accel.adapters.langchain.structure import peel_root, python_only
@@ -44,11 +43,12 @@ from accel.adapters.langchain.streaming import Chunks, chat_result, stock_listen
 from accel.caller import LoopCaller, ThreadCaller
 from accel.engines.errors import EngineError
 from accel.ir.expand import has_engine_work
+from accel.ir.graph import Graph
+from accel.registry import TemplateCompiler
 from accel.scope import WrappedRun, context_with, stock_call, wrapped_run
+from accel.types import Identity, TemplateBuild
 
 log = logging.getLogger("accel.adapters.langchain")
-
-_wrap_ids = itertools.count()  # template keys: ids of dead wrappers are reused, counters are not
 
 # the entry points that run the original's own code when nothing is lowered
 _DELEGATED = ("invoke", "batch", "stream", "transform", "batch_as_completed")
@@ -72,7 +72,7 @@ class WrappedRunnable(StockRuns, Runnable[Any, Any]):
             self.lowered, self._steps = False, None
             self._run_as_is()
             return
-        capture, graph, context = _capture(root, self._session, self._disabled_passes)
+        capture, graph = _capture(root, self._session, self._disabled_passes)
         self._runs, self._scope, self._leaf_root = capture.runs, capture.scope, capture.leaf_root
         self.lowered = has_engine_work(graph)
         self._steps: list[Step] = capture.report if self.lowered else capture.inside(root) or capture.report
@@ -82,8 +82,8 @@ class WrappedRunnable(StockRuns, Runnable[Any, Any]):
         self._models = capture.models  # their stock clients' exception types (`_stock_error`)
         self._llm_names = {self._session.get_engine(name).name for name in capture.llm_engines}
         if self.lowered:
-            self._template = self._session.template(("langchain", next(_wrap_ids)), lambda: graph, context=context,
-                                                    disabled_passes=self._disabled_passes)
+            # keyed by the wrapper: the template's ops carry this capture's run scopes
+            self._template = self._session.template(TemplateBuild(("langchain", Identity(self)), lambda: graph, self._disabled_passes))
             self._runs.bind(self._scope, self._template)
             self._chat_result = chat_result(self._template)
         else:
@@ -337,7 +337,7 @@ class WrappedRunnable(StockRuns, Runnable[Any, Any]):
             lines = [title, "", "runs as-is: no engine work accel can lower (engine calls inside are still captured)", "",
                      "components:"] + [f"  [opaque ] {s.component}: {s.detail}" for s in self._steps]
             return "\n".join(lines + (["", "counters:", *counters] if counters else []))
-        text = explain_text(title, self._steps, self._template) + f"\n\nengine limits: {self._session.measured.source}"
+        text = explain_text(title, self._steps, self._template) + f"\n\nengine limits: {self._session.limits_source}"
         return text + ("\n\ncounters:\n" + "\n".join(counters) if counters else "")
 
     @property
@@ -389,10 +389,10 @@ def _fallback_event(app: str, err: EngineError) -> None:
     trace.get_current_span().add_event("accel.fallback", {"accel.app": app, "accel.engine": err.engine, "accel.cause": err.cause})
 
 
-def _capture(original: Runnable, session: Any, disabled_passes: tuple[str, ...]) -> tuple[Capture, Any, Any]:
-    """Lower the chain: the capture (report, kwargs route), its p-graph and the pass context.
+def _capture(original: Runnable, session: TemplateCompiler, disabled_passes: tuple[str, ...]) -> tuple[Capture, Graph]:
+    """Lower the chain: the capture (report, kwargs route) and its p-graph.
     Components are lowered or opaque (`Opaque`, reported); any other exception is a capture
     bug and surfaces."""
     capture = Capture(session, disabled_passes=disabled_passes)
     graph = capture.build(capture.lower_root(original))
-    return capture, graph, pass_context(session, capture.llm_engines)
+    return capture, graph

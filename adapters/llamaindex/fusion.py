@@ -52,10 +52,10 @@ def lower_fusion(b: GraphBuilder, retriever: Any, query: Ref, session: EngineReg
     for i, (sub, embed, search) in enumerate(bound):
         s = b.scope(f"r{i}")
         hooks = events.EmbedHooks(sub._embed_model, embed.query_request, "queries", sub=(sub, i))
-        vectors = s.add(Kind.EMBED, "embed", engine=embed.engine.bind(session), inputs={"queries": queries},
+        vectors = s.add(Kind.EMBED, "embed", engine=session.engine(embed.engine), inputs={"queries": queries},
                         op=ItemsOp("queries", request=hooks.request, result=hooks.result))
         k = sub._similarity_top_k
-        hits[f"r{i}"] = s.add(Kind.SEARCH, "search", engine=search.engine.bind(session), inputs={"vectors": vectors},
+        hits[f"r{i}"] = s.add(Kind.SEARCH, "search", engine=session.engine(search.engine), inputs={"vectors": vectors},
                               op=ItemsOp("vectors", request=lambda vector, _v, search=search, k=k: search.request(vector, k)))
     subs = [sub for sub, _, _ in bound]
 
@@ -88,7 +88,7 @@ def _expand(b: GraphBuilder, retriever: Any, query: Ref, session: EngineRegistry
 
     prompt = b.add(Kind.CALL, "expand.prompt", inputs={"query": query}, op=CallOp(expand_prompt, blocking=False))
     op = QueryLinesOp(llm.params, retriever.num_queries - 1, retriever._llm)
-    return b.add(Kind.DECODE, "expand", engine=llm.engine.bind(session), inputs={"prompt": prompt, "query": query},
+    return b.add(Kind.DECODE, "expand", engine=session.engine(llm.engine), inputs={"prompt": prompt, "query": query},
                  attrs={"splittable": "query lines", "params": llm.params}, op=op)
 
 

@@ -17,19 +17,17 @@ embedding) run the stock code.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from typing import Any
 
 import llama_index.core.instrumentation as instrument
 
-from accel.passes import PassContext
+from accel.types import Identity, TemplateBuild
 
 from .bindings import Unbound
 from .ingestion import IngestPlan, build_ingest_graph, plan_ingestion, stage_nodes
 
 dispatcher = instrument.get_dispatcher(__name__)
-_wrap_ids = itertools.count()
 
 
 class _Lowered:
@@ -40,7 +38,6 @@ class _Lowered:
 
         self._session = get_session(policy=policy)
         self._disabled = disabled_passes
-        self._wrap_id = next(_wrap_ids)
         self._templates: dict[Any, Any] = {}
 
     def _template(self, key: Any, plan: IngestPlan) -> Any:
@@ -52,9 +49,7 @@ class _Lowered:
             def build() -> Any:
                 return build_ingest_graph(plan, self._session, run_prefix)
 
-            found = self._session.template(("llamaindex-ingest", self._wrap_id, key), build,
-                                           context=PassContext(profiles=self._session.pass_profiles()),
-                                           disabled_passes=self._disabled)
+            found = self._session.template(TemplateBuild(("llamaindex-ingest", Identity(self), key), build, self._disabled))
             self._templates[key] = found
         return found
 
@@ -176,7 +171,7 @@ class WrappedIndexClass(_Lowered):
         with callback_manager.as_trace("index_construction"):
             for doc in documents:
                 storage_context.docstore.set_document_hash(doc.id_, doc.hash)
-            key = ("index", tuple(id(t) for t in transformations), id(plan.embed_model))
+            key = ("index", tuple(Identity(t) for t in transformations), Identity(plan.embed_model))
             inputs = {"documents": list(documents), "options": {"cache": None, "collection": None, "kwargs": kwargs}}
             nodes = self._session.run(self._template(key, plan), inputs)
             return self._cls(nodes=nodes, storage_context=storage_context, callback_manager=callback_manager,

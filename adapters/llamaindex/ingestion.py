@@ -67,7 +67,7 @@ def build_ingest_graph(plan: IngestPlan, session: EngineRegistry, run_prefix: Ca
     staged = b.add(Kind.CALL, "transform", inputs={"documents": documents, "options": options}, op=CallOp(run_prefix))
     texts = b.add(Kind.CALL, "texts", inputs={"staged": staged}, op=CallOp(_texts, blocking=False))
     binding = plan.binding
-    embed = b.add(Kind.EMBED, "embed", engine=binding.engine.bind(session), inputs={"texts": texts},
+    embed = b.add(Kind.EMBED, "embed", engine=session.engine(binding.engine), inputs={"texts": texts},
                   op=ItemsOp("texts", request=lambda text, _values: binding.text_request(text)))
     attach = _Attach(plan.embed_model, binding.batch_size)
     nodes = b.add(Kind.CALL, "attach", inputs={"staged": staged, "vectors": embed}, op=CallOp(attach))
@@ -75,7 +75,7 @@ def build_ingest_graph(plan: IngestPlan, session: EngineRegistry, run_prefix: Ca
         store = plan.store
         spec = EngineSpec("ingest", ("llamaindex-store", id(store)), lambda: VectorStoreWriter(store))
         lists = b.add(Kind.CALL, "rows", inputs={"nodes": nodes}, op=CallOp(_with_embeddings, blocking=False))
-        written = b.add(Kind.INGEST, "ingest", engine=spec.bind(session), inputs={"lists": lists},
+        written = b.add(Kind.INGEST, "ingest", engine=session.engine(spec), inputs={"lists": lists},
                         op=ItemsOp("lists", result=lambda _values, results: raise_failures(results), elementwise=False))
         nodes = b.add(Kind.CALL, "done", inputs={"nodes": nodes, "written": written},
                       op=CallOp(lambda nodes, written: nodes, blocking=False))

@@ -17,20 +17,16 @@ Inputs accel does not lower (a bundle carrying its own embedding) take the class
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import llama_index.core.instrumentation as instrument
 
-from accel.adapters.common.dropin import DropInState, state_of
-from accel.passes import PassContext
 from accel.registry import TemplateCompiler
+from accel.types import Identity, TemplateBuild
 
 from . import events
-from .dropin import make_dropin
+from .dropin import DropInInfo, info, make_dropin
 from .retrieval import plan_retrieval
-
-_ids = itertools.count()
 
 
 def _span(cls: type, name: str, fn: Any) -> Any:
@@ -52,14 +48,14 @@ def _retriever_overrides(cls: type) -> dict[str, Any]:
     own_sync, own_async = cls._retrieve, cls._aretrieve
 
     def _retrieve(self: Any, query_bundle: Any) -> Any:
-        found = state_of(self)
+        found = info(self)
         if not _lowerable(query_bundle):
             return own_sync(self, query_bundle)
         with events.traced(query_bundle, asynchronous=False, retrieval=False):
             return found.session.run(found.helper, {"query": query_bundle.query_str})
 
     async def _aretrieve(self: Any, query_bundle: Any) -> Any:
-        found = state_of(self)
+        found = info(self)
         if not _lowerable(query_bundle):
             return await own_async(self, query_bundle)
         with events.traced(query_bundle, asynchronous=True, retrieval=False):
@@ -80,14 +76,14 @@ def _structure_key(retriever: Any) -> tuple[Any, ...]:
     retrievers get a template of their own."""
     from llama_index.core.indices.vector_store.retrievers.retriever import VectorIndexRetriever
 
-    if type(retriever) is not VectorIndexRetriever:
-        return ("instance", next(_ids))
     r = retriever
+    if type(r) is not VectorIndexRetriever:
+        return ("instance", Identity(r))
     mode = str(getattr(r._vector_store_query_mode, "value", r._vector_store_query_mode))
     if r._filters is not None or r._kwargs or mode != "default":
-        return ("instance", next(_ids))
+        return ("instance", Identity(r))
     # an in-memory index's retrievers carry the index's node ids (`as_retriever` passes them)
-    return ("vector", id(r._vector_store), id(r._embed_model), id(r._docstore), r._similarity_top_k,
+    return ("vector", Identity(r._vector_store), Identity(r._embed_model), Identity(r._docstore), r._similarity_top_k,
             r._sparse_top_k, r._hybrid_top_k, r._alpha, tuple(r._node_ids or ()), tuple(r._doc_ids or ()))
 
 
@@ -108,14 +104,13 @@ def lower_retriever(retriever: Any, session: TemplateCompiler, disabled_passes: 
         _plans[key] = (list(plan.lowered), list(plan.opaque))
         return b.build()
 
-    template = session.template(key, build, context=PassContext(profiles=session.pass_profiles()),
-                                disabled_passes=disabled_passes)
+    template = session.template(TemplateBuild(key, build, disabled_passes))
     plan.lowered[:], plan.opaque[:] = _plans[key]
     if not plan.lowered:
         return None
     cls = type(retriever)
     overrides = _retriever_classes.setdefault(cls, _retriever_overrides(cls))
-    kind = DropInState(cls.__name__, session, lowered=list(plan.lowered),
+    kind = DropInInfo(cls.__name__, session, lowered=list(plan.lowered),
                       as_is=[f"{u.component}: {u.reason}" for u in plan.opaque], helper=template)
     return make_dropin(retriever, kind, overrides=overrides)
 
@@ -125,10 +120,10 @@ def lower_retriever(retriever: Any, session: TemplateCompiler, disabled_passes: 
 
 def _query_engine_overrides(cls: type) -> dict[str, Any]:
     def _query(self: Any, query_bundle: Any) -> Any:
-        return state_of(self).helper._query.__wrapped__(query_bundle)
+        return info(self).helper._query.__wrapped__(query_bundle)
 
     async def _aquery(self: Any, query_bundle: Any) -> Any:
-        return await state_of(self).helper._aquery.__wrapped__(query_bundle)
+        return await info(self).helper._aquery.__wrapped__(query_bundle)
 
     return {"_query": _span(cls, "_query", _query), "_aquery": _span(cls, "_aquery", _aquery)}
 
@@ -143,6 +138,6 @@ def lower_query_engine(engine: Any, *, policy: str, disabled_passes: tuple[str, 
     helper = WrappedQueryEngine(engine, policy=policy, disabled_passes=disabled_passes)
     cls = type(engine)
     overrides = _query_engine_classes.setdefault(cls, _query_engine_overrides(cls))
-    kind = DropInState(cls.__name__, helper._session, lowered=["retrieval, postprocessors and synthesis as primitives"],
+    kind = DropInInfo(cls.__name__, helper._session, lowered=["retrieval, postprocessors and synthesis as primitives"],
                       parts=[helper], helper=helper)  # explained by the helper (`WrappedQueryEngine.explain`)
     return make_dropin(engine, kind, overrides=overrides)

@@ -16,7 +16,6 @@ stock engine's code.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
@@ -26,9 +25,9 @@ from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.schema import MetadataMode, QueryBundle
 
 from accel.ir import CallOp, GraphBuilder, Kind, Ref
-from accel.passes import PassContext
 
 from accel.scope import WrappedRun, wrapped_run
+from accel.types import Identity, TemplateBuild
 from accel.engines.errors import EngineError, PromptTooLong
 
 from . import events
@@ -40,7 +39,6 @@ from .streaming import StreamedRun
 from .synthesis import RunPlanned, SubRun, SynthesisPlan, check_synthesizer
 
 dispatcher = instrument.get_dispatcher(__name__)
-_wrap_ids = itertools.count()  # template keys: ids of collected wrappers can be reused, these cannot
 STOCK = object()
 """The synthesis graph's answer when stock code synthesizes (no retrieved node)."""
 
@@ -66,7 +64,6 @@ class WrappedQueryEngine(BaseQueryEngine):
         self._retrieval: RetrievalPlan = plan_retrieval(original._retriever, original._node_postprocessors)
         self._synthesis, self._synth_opaque = self._plan_synthesis(original._response_synthesizer)
         self._templates: dict[Hashable, Any] = {}
-        self._wrap_id = next(_wrap_ids)
         super().__init__(callback_manager=original.callback_manager)
 
     def __getattr__(self, name: str) -> Any:
@@ -83,7 +80,7 @@ class WrappedQueryEngine(BaseQueryEngine):
         binding = bind_llm(synth._llm)
         if isinstance(binding, Unbound):
             return None, binding
-        name = binding.engine.bind(self._session)
+        name = self._session.engine(binding.engine)
         return SynthesisPlan(synth, kind, synth._llm, binding, name, lambda: self._session.get_engine(name)), None
 
     @property
@@ -91,17 +88,11 @@ class WrappedQueryEngine(BaseQueryEngine):
         """Whether synthesis runs inside the query's graph (lowered, not streaming)."""
         return self._synthesis is not None and not self._synthesis.streaming
 
-    def _pass_context(self) -> PassContext:
-        if self._synthesis is None:
-            return PassContext(profiles=self._session.pass_profiles())
-        engine = self._session.get_engine(self._synthesis.engine_name)
-        return PassContext(profiles=self._session.pass_profiles(), tokenize=engine.tokenize, render_chat=engine.render_chat, block_size=lambda: engine.block_size)  # read once the engine runs
-
     def _template(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
         found = self._templates.get(key)
         if found is None:
-            found = self._session.template(("llamaindex", self._wrap_id, *key), build, context=self._pass_context(),
-                                           disabled_passes=self._disabled)
+            # the wrapper's own: its templates' ops hold its plans
+            found = self._session.template(TemplateBuild(("llamaindex", Identity(self), *key), build, self._disabled))
             self._templates[key] = found
         return found
 

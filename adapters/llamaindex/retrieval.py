@@ -81,7 +81,7 @@ def _lower_retriever(plan: RetrievalPlan, b: GraphBuilder, query: Ref, session: 
 
         return b.add(Kind.CALL, "search", inputs={"query": query, "vectors": vectors}, op=CallOp(store_search))
     plan.lowered.append(f"PGVectorStore search (k={k}) -> Search on {search.collection}")
-    hits = b.add(Kind.SEARCH, "search", engine=search.engine.bind(session), inputs={"vectors": vectors},
+    hits = b.add(Kind.SEARCH, "search", engine=session.engine(search.engine), inputs={"vectors": vectors},
                  op=ItemsOp("vectors", request=lambda vector, _values: search.request(vector, k)))
     return b.add(Kind.CALL, "nodes", inputs={"hits": hits},
                  op=CallOp(lambda hits: events.retrieval_ended(_scored_nodes(retriever, hits[0]))))
@@ -109,7 +109,7 @@ def _lower_embed(plan: RetrievalPlan, b: GraphBuilder, query: Ref, session: Engi
 
     hooks = events.EmbedHooks(embed_model, binding.query_request, "texts")
     texts_ref = b.add(Kind.CALL, "texts", inputs={"query": query}, op=CallOp(texts, blocking=False))
-    return b.add(Kind.EMBED, "embed", engine=binding.engine.bind(session), inputs={"texts": texts_ref},
+    return b.add(Kind.EMBED, "embed", engine=session.engine(binding.engine), inputs={"texts": texts_ref},
                  op=ItemsOp("texts", request=hooks.request, result=hooks.result))
 
 
@@ -133,7 +133,7 @@ def _lower_postprocessor(plan: RetrievalPlan, b: GraphBuilder, postprocessor: An
         return events.rerank_ended(postprocessor, _apply_scores(nodes, scores, binding.top_n, binding.keep_retrieval_score))
 
     pairs_ref = b.add(Kind.CALL, "pairs", inputs={"query": query, "nodes": nodes}, op=CallOp(pairs, blocking=False))
-    scores = b.add(Kind.RERANK, "rerank", engine=binding.engine.bind(session), inputs={"pairs": pairs_ref}, op=ItemsOp("pairs"))
+    scores = b.add(Kind.RERANK, "rerank", engine=session.engine(binding.engine), inputs={"pairs": pairs_ref}, op=ItemsOp("pairs"))
     return b.add(Kind.CALL, "top_n", inputs={"nodes": nodes, "scores": scores}, op=CallOp(top_n, blocking=False))
 
 

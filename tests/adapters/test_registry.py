@@ -3,38 +3,35 @@ any registry drives it, and the session is one such registry."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Hashable
 from typing import Any
 
 from accel.adapters.langchain.capture import Capture
-from accel.ir import Kind, TemplateCache
+from accel.ir import Kind, Template, TemplateCache
 from accel.registry import EngineRegistry, TemplateCompiler
 from accel.session import Session
+from accel.types import EngineSpec, TemplateBuild
 
 
 class DictRegistry:
-    """Engines by (kind, key) in a dict; nothing is started."""
+    """Engines by (kind, key) in a dict; nothing is started; templates are not optimised."""
 
     def __init__(self) -> None:
         self.made: dict[tuple[str, Hashable], str] = {}
         self.engines: dict[str, Any] = {}
         self.templates = TemplateCache()
 
-    def engine(self, kind: str, key: Hashable, factory: Callable[[], Any], *, limits: Any = None) -> str:
-        if (kind, key) not in self.made:
-            name = self.made[(kind, key)] = f"{kind}-{len(self.made)}"
-            self.engines[name] = factory()
-        return self.made[(kind, key)]
+    def engine(self, spec: EngineSpec) -> str:
+        if (spec.kind, spec.key) not in self.made:
+            name = self.made[(spec.kind, spec.key)] = f"{spec.kind}-{len(self.made)}"
+            self.engines[name] = spec.factory()
+        return self.made[(spec.kind, spec.key)]
 
     def get_engine(self, name: str) -> Any:
         return self.engines[name]
 
-    def pass_profiles(self) -> Mapping[str, int]:
-        return {}
-
-    def template(self, structure_key: Hashable, build: Callable[[], Any], *, context: Any = None,
-                 disabled_passes: Iterable[str] = (), passes: bool = True) -> Any:
-        return self.templates.get(structure_key, (), build, None)
+    def template(self, build: TemplateBuild) -> Template:
+        return self.templates.get(build.key, (), build.graph, None)
 
 
 def test_the_session_is_a_template_compiler() -> None:

@@ -12,6 +12,7 @@ import accel
 from accel.engines.embeddings import SentenceTransformerEmbedder
 from accel.ir import GraphBuilder, ItemsOp, Kind
 from accel.session import Session, get_session
+from accel.types import EngineSpec, TemplateBuild
 
 
 def _embed_template(session: Session, engine: str):
@@ -22,7 +23,7 @@ def _embed_template(session: Session, engine: str):
         b.output(vectors)
         return b.build()
 
-    return session.template(("embed-test", engine), build)
+    return session.template(TemplateBuild(("embed-test", engine), build))
 
 
 @pytest.fixture
@@ -39,15 +40,15 @@ def test_engines_are_shared_by_kind_and_key(session: Session, minilm_path) -> No
         made.append(1)
         return SentenceTransformerEmbedder(minilm_path)
 
-    first = session.engine("embed", str(minilm_path), factory)
-    second = session.engine("embed", str(minilm_path), factory)
-    other = session.engine("embed", "other-key", factory)
+    first = session.engine(EngineSpec("embed", str(minilm_path), factory))
+    second = session.engine(EngineSpec("embed", str(minilm_path), factory))
+    other = session.engine(EngineSpec("embed", "other-key", factory))
     assert first == second != other
     assert len(made) == 2
 
 
 def test_sync_threads_and_async_callers_share_one_loop_and_batch(session: Session, minilm_path) -> None:
-    name = session.engine("embed", str(minilm_path), lambda: SentenceTransformerEmbedder(minilm_path))
+    name = session.engine(EngineSpec("embed", str(minilm_path), lambda: SentenceTransformerEmbedder(minilm_path)))
     template = _embed_template(session, name)
     expected = session.run(template, {"texts": ["warm up"]})
     assert len(expected[0]) == 384
@@ -73,7 +74,7 @@ async def _direct(path, texts):
 
 
 def test_cancelling_a_submitted_query_does_not_break_the_session(session: Session, minilm_path) -> None:
-    name = session.engine("embed", str(minilm_path), lambda: SentenceTransformerEmbedder(minilm_path))
+    name = session.engine(EngineSpec("embed", str(minilm_path), lambda: SentenceTransformerEmbedder(minilm_path)))
     template = _embed_template(session, name)
     future = session.submit(template, {"texts": ["a"] * 64})
     future.cancel()
@@ -81,7 +82,7 @@ def test_cancelling_a_submitted_query_does_not_break_the_session(session: Sessio
 
 
 def test_bad_input_fails_that_query_only(session: Session, minilm_path) -> None:
-    name = session.engine("embed", str(minilm_path), lambda: SentenceTransformerEmbedder(minilm_path))
+    name = session.engine(EngineSpec("embed", str(minilm_path), lambda: SentenceTransformerEmbedder(minilm_path)))
     template = _embed_template(session, name)
     bad = session.submit(template, {"texts": [42]})
     good = session.submit(template, {"texts": ["fine"]})
@@ -92,7 +93,7 @@ def test_bad_input_fails_that_query_only(session: Session, minilm_path) -> None:
 
 
 def test_blocking_on_the_session_loop_is_refused(session: Session, minilm_path) -> None:
-    name = session.engine("embed", str(minilm_path), lambda: SentenceTransformerEmbedder(minilm_path))
+    name = session.engine(EngineSpec("embed", str(minilm_path), lambda: SentenceTransformerEmbedder(minilm_path)))
     template = _embed_template(session, name)
 
     async def inside():

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from accel.ir import CallOp, GraphBuilder, ItemsOp, Kind, Slot
-from accel.passes import PassContext, optimize
+from accel.passes import LLMInfo, PassContext, optimize
 from accel.tracer.render import mermaid_id, render, render_before_after, to_dot, to_mermaid
 
 
@@ -28,7 +28,7 @@ def sample():
     ctx = b.add(Kind.CALL, "join", inputs={"hits": hits}, op=CallOp(str))
     b.output(b.llm("answer", ["Instructions " * 20, Slot("q"), " ctx: ", Slot("c")], {"q": q, "c": ctx}))
     p = b.build()
-    e = optimize(p, context=PassContext(profiles={"embed": 8}, tokenize=_tokenize))
+    e = optimize(p, context=PassContext(profiles={"embed": 8}, llm=lambda engine: LLMInfo(_tokenize)))
     return p, e
 
 

@@ -229,6 +229,7 @@ def run():
 @pytest.fixture
 def fake_ctx():
     """A pass context with the fake tokenizer / chat template and a small block size."""
-    from accel.passes import PassContext
+    from accel.passes import LLMInfo, PassContext
 
-    return PassContext(block_size=4, safety_tail=2, tokenize=fake_tokenize, render_chat=fake_render_chat)
+    llm = LLMInfo(fake_tokenize, fake_render_chat, block_size=4)
+    return PassContext(safety_tail=2, llm=lambda engine: llm)

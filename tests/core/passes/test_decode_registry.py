@@ -6,7 +6,7 @@ import pytest
 
 from accel.engines.base import Generation, GenerationChunk
 from accel.ir import CallOp, Graph, GraphBuilder, ItemsOp, Kind, PassError, Ref, Slot, StreamDecodeOp
-from accel.passes import PASSES, PassContext, decode_pipeline, optimize, register_pass, unregister_pass
+from accel.passes import PASSES, LLMInfo, PassContext, decode_pipeline, optimize, register_pass, unregister_pass
 
 
 def expand_embed_score(split: str = "lines") -> Graph:
@@ -128,7 +128,8 @@ def test_disabled_passes_are_skipped():
 
 async def test_all_passes_on_advanced_rag_keep_answers_and_requests(rag_template, rag_inputs, run, fake_ctx):
     before = rag_template.transform({"synth": {"n": 3}})
-    context = PassContext(profiles={"embed": 2, "vectordb": 2}, block_size=4, safety_tail=2, tokenize=fake_ctx.tokenize)
+    context = PassContext(profiles={"embed": 2, "vectordb": 2}, safety_tail=2,
+                          llm=lambda engine: LLMInfo(fake_ctx.llm(engine).tokenize, block_size=4))
     after = optimize(before, context=context)
     kinds = {n.kind for n in after.nodes()}
     assert {Kind.PARTIAL_DECODE, Kind.PARTIAL_PREFILL, Kind.FULL_PREFILL, Kind.AGGREGATE} <= kinds

@@ -54,7 +54,7 @@ async def test_shared_openings_are_warmed_once_before_the_requests_that_share_th
     real = [r for r in eng_after.requests["llm"] if r.prompt_token_ids is None]
     assert real == eng_before.requests["llm"]  # the engine sees the same prompts
     warmups = [warmed_ids(r) for r in eng_after.requests["llm"] if r.prompt_token_ids is not None]
-    prompts = [await fake_ctx.tokenize(r.prompt) for r in real]
+    prompts = [await fake_ctx.llm("llm").tokenize(r.prompt) for r in real]
     assert len(warmups) >= 5  # the common opening, 4 heads (+ per-query warm-ups)
     for ids in warmups:  # block-aligned prefixes of prompts the engine then sees
         assert len(ids) % 4 == 0 and any(full[: len(ids)] == ids for full in prompts)
@@ -82,7 +82,7 @@ async def test_chat_prompts_share_the_opening_cut_at_the_chat_template(fake_ctx)
     after = share_prefixes(prefill_split(agents_graph(chat=True), fake_ctx), fake_ctx)
     common = await after.node("llm#common-prefix-user").op.prefix_text({})
     head = await after.node("e1.prefill#head").op.prefix_text({})
-    full = await fake_ctx.render_chat(after.node("e1.prefill").op.compute({"question": "q?", "plan": "p"}))
+    full = await fake_ctx.llm("llm").render_chat(after.node("e1.prefill").op.compute({"question": "q?", "plan": "p"}))
     assert full.startswith(head) and head.startswith(common) and CHARTER in common and "\x00" not in common
 
 

@@ -9,7 +9,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from accel.engines.base import SamplingParams
 from accel.ir import CallOp, Derived, Graph, GraphBuilder, ItemsOp, Kind, Ref, Role, Slot, WarmupOp, warmed_ids
-from accel.passes import PassContext, prefill_split
+from accel.passes import LLMInfo, PassContext, prefill_split
 
 INSTRUCTION = "You are a careful assistant. Answer only from the context below. " * 3
 
@@ -125,7 +125,7 @@ async def test_chat_prompt_is_cut_at_the_sentinel(fake_ctx):
     after = prefill_split(rag_prompt_graph(chat=True), fake_ctx)
     op = after.node("answer.prefill#warm").op
     text = await op.prefix_text({"question": "which?"})
-    full = await fake_ctx.render_chat(after.node("answer.prefill").op.compute({"question": "which?", "context": "LATE"}))
+    full = await fake_ctx.llm("llm").render_chat(after.node("answer.prefill").op.compute({"question": "which?", "context": "LATE"}))
     assert full.startswith(text) and "which?" in text and "LATE" not in text
     assert "\x00" not in text
 
@@ -145,7 +145,7 @@ async def test_chat_warmup_with_the_offline_llm_chat_template():
     async def tokenize(text, *, add_special_tokens=True):
         return hf(text, add_special_tokens=add_special_tokens)["input_ids"]
 
-    graph = prefill_split(rag_prompt_graph(chat=True), PassContext(block_size=16, tokenize=tokenize, render_chat=render_chat))
+    graph = prefill_split(rag_prompt_graph(chat=True), PassContext(llm=lambda engine: LLMInfo(tokenize, render_chat, block_size=16)))
     values = {"question": "which document is shortest?"}
     requests = await graph.node("answer.prefill#warm").op.requests(values)
     messages = graph.node("answer.prefill").op.compute({**values, "context": "gamma | alpha beta"})

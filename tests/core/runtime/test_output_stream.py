@@ -16,6 +16,7 @@ from accel.testing.fakes import FakeLLMEngine
 from accel.runtime.plan import build_plan
 from accel.runtime.runtime import Runtime
 from accel.session import Session
+from accel.types import EngineSpec, TemplateBuild
 
 WORDS = " ".join(f"w{i}" for i in range(40))
 
@@ -171,7 +172,7 @@ def session():
 
 
 def session_template(session: Session, llm: FakeLLMEngine):
-    name = session.engine("llm", id(llm), lambda: llm)
+    name = session.engine(EngineSpec("llm", id(llm), lambda: llm))
 
     def build():
         b = GraphBuilder()
@@ -180,7 +181,7 @@ def session_template(session: Session, llm: FakeLLMEngine):
         b.output(b.add(Kind.DECODE, "answer", engine=name, inputs={"prompt": prompt}, op=DecodeOp()))
         return b.build()
 
-    return session.template(("stream-test", name), build, passes=False)
+    return session.template(TemplateBuild(("stream-test", name), build, passes=False))
 
 
 def test_session_stream_from_a_thread_and_early_close(session):
@@ -250,7 +251,7 @@ def test_session_streams_raise_the_failing_node_error(session):
         b.output(b.add(Kind.CALL, "bad", inputs={"x": x}, op=CallOp(explode, blocking=False)))
         return b.build()
 
-    template = session.template(("stream-failing",), build, passes=False)
+    template = session.template(TemplateBuild(("stream-failing",), build, passes=False))
 
     async def from_another_loop():
         async with aclosing(session.astream(template, {"x": "q"})) as items:
