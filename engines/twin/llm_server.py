@@ -25,7 +25,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from accel.engines.twin.content import OutputPlan
-from accel.engines.twin.engine import Clock, Sleep, TwinDied, TwinEngine
+from accel.engines.twin.engine import Clock, Sleep, Token, TwinDied, TwinEngine
 from accel.engines.twin.faults import Faults, FaultScript
 from accel.engines.twin.generation import Generation
 from accel.engines.twin.listener import Listener
@@ -165,16 +165,18 @@ class TwinLLMServer:
         return Generation(seq, self.pieces, stops, frozenset(body.get("stop_token_ids") or ()))
 
     async def _deltas(self, gen: Generation) -> AsyncIterator[str]:
-        """The generation's text as it is released; aborts the request if the consumer leaves."""
+        """The generation's text as it is released; aborts the request if the consumer leaves.
+        Tokens the consumer has not taken yet go out together, as vLLM sends them when its
+        client lags (its output collector merges deltas): one event for several steps, so a
+        twin behind its model does less work per token instead of falling further behind."""
         queue = self.engine.submit(gen.seq)
         try:
             while gen.finish_reason is None:
-                item = await queue.get()
-                if isinstance(item, TwinDied):
-                    raise item
-                gen.absorb(item.id, item.finished)
+                died = _absorb_waiting(gen, await queue.get(), queue)
                 if delta := gen.release():
                     yield delta
+                if died is not None:
+                    raise died
         finally:
             self.engine.end(gen.seq, "abort" if gen.finish_reason is None else gen.finish_reason)
 
@@ -295,6 +297,17 @@ class TwinLLMServer:
             f"twin:lag_seconds_total{{{labels}}} {self.engine.lag_s}",
         ]
         return PlainTextResponse("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4")
+
+
+def _absorb_waiting(gen: Generation, item: Token | TwinDied, queue: asyncio.Queue[Token | TwinDied]) -> TwinDied | None:
+    """Absorb `item` and every token already waiting behind it; the death that stopped it, if any."""
+    while True:
+        if isinstance(item, TwinDied):
+            return item
+        gen.absorb(item.id, item.finished)
+        if gen.finish_reason is not None or queue.empty():
+            return None
+        item = queue.get_nowait()
 
 
 def _json(data: dict[str, Any]) -> str:

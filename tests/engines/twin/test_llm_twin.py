@@ -158,3 +158,23 @@ async def test_accels_llm_engine_reads_the_twin_as_it_reads_vllm(make_twin) -> N
     assert "What is a twin?" in rendered
     assert chat.completion_tokens == plain.completion_tokens == 6 and chat.prompt_tokens == plain.prompt_tokens
     assert chat.text == plain.text  # the same prompt ids, however they came: the same answer
+
+
+async def test_tokens_a_lagging_client_has_not_taken_go_out_in_one_event(make_twin) -> None:
+    """As vLLM merges the deltas its client has not read yet: text and finish as a prompt
+    client sees them, in fewer events."""
+    twin = await make_twin()
+    body = {"model": "tiny", "prompt": "The capital of France is", "max_tokens": 12, "ignore_eos": True}
+    async with httpx.AsyncClient(base_url=twin.listener.base_url) as client:
+        whole = (await client.post("/v1/completions", json=body)).json()["choices"][0]["text"]
+    gen = twin._generation(body, chat=False)
+    deltas = twin._deltas(gen)
+    first = await deltas.__anext__()  # the first step's text, then the client looks away
+    for _ in range(1000):  # the engine runs every remaining step meanwhile (virtual clock: no wall time)
+        if gen.seq.finished is not None:
+            break
+        await asyncio.sleep(0)
+    assert gen.seq.finished == "length"
+    rest = [delta async for delta in deltas]
+    assert first + "".join(rest) == whole
+    assert len(rest) == 1 and gen.finish_reason == "length"
