@@ -425,7 +425,7 @@ class Session:
 
 
 class _LiveProfiles(Mapping[str, int]):
-    """`Session.pass_profiles`: read when a pass looks, over the engines held then."""
+    """`Session._pass_profiles`: read when a pass looks, over the engines held then."""
 
     def __init__(self, session: Session) -> None:
         self._session = session
