@@ -33,8 +33,11 @@ def twin_stack(tmp_path_factory: pytest.TempPathFactory, postgres_factory) -> It
 
 @pytest.mark.parametrize("framework", ["langchain", "llamaindex"])
 def test_a_twin_run_is_labelled_simulated_and_answers_as_stock(twin_stack: StackConfig, framework: str) -> None:
+    # a small corpus, as tests/benchmarks/test_harness.py's (issue 26: what is checked here is the
+    # label, the twins' lag and stock-equal answers, not the size; the bench's 12 default
+    # modules took most of the run to index)
     config = BenchConfig("advanced-rag", framework, "batch", queries=4, systems=("stock-sequential", "accel-topology"),
-                         twin="h100-8b")
+                         modules=("heapq", "bisect", "fnmatch"), max_chars=1500, twin="h100-8b")
     report = compare(config, twin_stack)
     assert report["simulated"]["profile"] == "h100-8b"
     assert report["simulated"]["label"] == "simulated from measured H100 curves"
