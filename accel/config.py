@@ -76,6 +76,10 @@ class Settings:
     """ACCEL_REPLICAS: Ray actor replicas per engine (None: `engines.scaleout.DEFAULT_REPLICAS`)."""
     openai_replica_urls: tuple[str, ...] = field(default_factory=lambda: _listed("ACCEL_OPENAI_REPLICA_URLS"))
     """ACCEL_OPENAI_REPLICA_URLS (comma-separated): vLLM servers serving one model together."""
+    embed_replica_urls: tuple[str, ...] = field(default_factory=lambda: _listed("ACCEL_EMBED_REPLICA_URLS"))
+    """ACCEL_EMBED_REPLICA_URLS (comma-separated): embedding servers serving one model together."""
+    rerank_replica_urls: tuple[str, ...] = field(default_factory=lambda: _listed("ACCEL_RERANK_REPLICA_URLS"))
+    """ACCEL_RERANK_REPLICA_URLS (comma-separated): rerank servers serving one model together."""
 
     @property
     def models_dir(self) -> Path:

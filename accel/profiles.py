@@ -57,6 +57,9 @@ class MeasuredLimits:
     llm_spare: int = DEFAULT_LLM_SPARE
     """LLM requests in flight below which speculative work (learned prefill's warm-ups) costs
     the running requests little (`DEFAULT_LLM_SPARE`)."""
+    overheads: Mapping[str, float] = field(default_factory=dict)
+    """Engine name -> seconds one call costs whatever it carries (`call_overhead`), for the
+    engines whose profiles measured batch size 1."""
 
     def for_engines(self, engines: Iterable[tuple[str, str]]) -> dict[str, int]:
         """Pass-context profiles for `(runtime name, engine name)` pairs: keys
@@ -84,6 +87,7 @@ class MeasuredLimits:
             return max(query, query + (chunk - query) * share)
 
         def seconds(request: Any) -> float:
+            request = getattr(request, "input", request)  # an embedding server's one input
             if isinstance(request, str):
                 return text(len(request))
             if isinstance(request, (tuple, list)) and "pairs" in measured:
@@ -91,6 +95,19 @@ class MeasuredLimits:
             return slowest
 
         return seconds
+
+    def call_overhead(self, engine_name: str) -> float | None:
+        """Measured seconds one call of this engine costs whatever it carries; None: not measured."""
+        return self.overheads.get(engine_name)
+
+
+def call_overhead(points: Iterable[Any], max_efficient_batch: int) -> float | None:
+    """A call's fixed cost from a profile's points (`ProfilePoint`s): batch 1's latency less
+    one item's share at the max efficient batch (never below 0); None without both points."""
+    latency = {point.batch_size: point.latency_s for point in points}
+    if 1 not in latency or max_efficient_batch not in latency:
+        return None
+    return max(0.0, latency[1] - latency[max_efficient_batch] / max_efficient_batch)
 
 
 def input_class(label: str) -> str | None:
@@ -109,6 +126,7 @@ def load(directory: Path | None = None) -> MeasuredLimits:
     directory = Path(directory) if directory is not None else settings().profiles_dir
     saved: dict[str, dict[str, int]] = {}
     seconds: dict[str, dict[str, float]] = {}
+    overheads: dict[str, float] = {}
     spare: int | None = None
     for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
         try:
@@ -124,8 +142,12 @@ def load(directory: Path | None = None) -> MeasuredLimits:
             best = {point.batch_size: point.throughput for point in profile.points}.get(profile.max_efficient_batch)
             if best:
                 seconds.setdefault(profile.engine, {})[cls] = 1 / best
+            overhead = call_overhead(profile.points, profile.max_efficient_batch)
+            if overhead is not None:  # the engine's cheapest class: a call costs at least this
+                overheads[profile.engine] = min(overhead, overheads.get(profile.engine, overhead))
     if saved:
-        return MeasuredLimits(saved, f"measured on this machine ({directory})", seconds, spare or DEFAULT_LLM_SPARE)
+        return MeasuredLimits(saved, f"measured on this machine ({directory})", seconds, spare or DEFAULT_LLM_SPARE,
+                              overheads)
     return MeasuredLimits(DEFAULTS, "documented defaults of the reference machine (no saved profile: run `accel profile`)",
                           DEFAULT_SECONDS, spare or DEFAULT_LLM_SPARE)
 

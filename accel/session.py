@@ -220,7 +220,11 @@ class Session:
 
     def _sized(self, engine: Engine, limits: EngineLimits | None) -> EngineLimits | None:
         """Limits that size calls by duration get the engine's measured cost per request; an
-        engine without a profile keeps its count cap (logged)."""
+        engine without a profile keeps its count cap (logged). A call's fixed cost, where the
+        limits hold calls for open streams, is the measured one too."""
+        overhead = self._measured_limits().call_overhead(getattr(engine, "name", "")) if limits is not None else None
+        if overhead is not None and limits.call_overhead_s:
+            limits = dataclasses.replace(limits, call_overhead_s=overhead)
         if limits is None or limits.max_call_s is None or limits.item_seconds is not None:
             return limits
         seconds = self._measured_limits().item_seconds(getattr(engine, "name", ""))

@@ -50,11 +50,18 @@ than stock). Sized by time, a faster reranker takes proportionally more pairs pe
 
 EMBED_CALLS_PER_RUN = 64
 """Client requests one embedding-server engine call takes at most; the engine packs them into
-requests of at most `MAX_INPUTS` inputs. A server has no saved profile yet, so calls are sized
-by count."""
+requests of at most `MAX_INPUTS` inputs. Calls are sized by duration (`EMBED_CALL_S`) once
+`accel profile` has measured the server, by this count until then."""
 
 RERANK_PAIRS_PER_RUN = 1024
-"""(query, passage) pairs one rerank-server engine call takes at most (one `/score` request)."""
+"""(query, passage) pairs one rerank-server engine call takes at most (one `/score` request);
+sized by duration (`RERANK_CALL_S`) once the server is profiled."""
+
+EMBED_SERVER_CALL_OVERHEAD_S = 0.007
+"""Seconds one embedding-server request costs whatever it carries, until `accel profile` has
+measured the server: the vLLM-CPU pooling server's batch-1 latency (9.9 ms) less one query's
+share at its efficient batch (53 ms / 16), 2-core machine (docs/benchmarks.md, issue 24).
+Calls are held for the items of open streams for at most this much per stream."""
 
 
 def openai_server(base_url: str, model: str, api_key: str = "EMPTY") -> EngineSpec:
@@ -129,11 +136,13 @@ def embed_server(base_url: str, api_key: str = "EMPTY") -> EngineSpec:
     root = base_url.rstrip("/")
 
     def make() -> Engine:
-        from .embed_server import EmbeddingServerEngine
+        from .encoder_servers import embed_server_engine
 
-        return EmbeddingServerEngine(root, api_key)
+        return embed_server_engine(root, api_key)
 
-    return EngineSpec("embed", ("server", root, api_key), make, EngineLimits(max_batch_size=EMBED_CALLS_PER_RUN))
+    return EngineSpec("embed", ("server", root, api_key), make,
+                      EngineLimits(max_batch_size=EMBED_CALLS_PER_RUN, max_call_s=EMBED_CALL_S,
+                                   call_overhead_s=EMBED_SERVER_CALL_OVERHEAD_S))
 
 
 def rerank_server(base_url: str, model: str, api_key: str = "EMPTY") -> EngineSpec:
@@ -141,11 +150,12 @@ def rerank_server(base_url: str, model: str, api_key: str = "EMPTY") -> EngineSp
     root = base_url.rstrip("/")
 
     def make() -> Engine:
-        from .rerank_server import RerankServerEngine
+        from .encoder_servers import rerank_server_engine
 
-        return RerankServerEngine(root, model, api_key)
+        return rerank_server_engine(root, model, api_key)
 
-    return EngineSpec("rerank", ("server", root, model, api_key), make, EngineLimits(max_batch_size=RERANK_PAIRS_PER_RUN))
+    return EngineSpec("rerank", ("server", root, model, api_key), make,
+                      EngineLimits(max_batch_size=RERANK_PAIRS_PER_RUN, max_call_s=RERANK_CALL_S))
 
 
 def search() -> EngineSpec:

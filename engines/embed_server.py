@@ -91,10 +91,13 @@ class EmbeddingServerEngine(Engine[APICall | ServerEmbedRequest, Any]):
     kind = "embed"
 
     def __init__(self, base_url: str, api_key: str = "EMPTY", *, max_inputs: int = MAX_INPUTS,
-                 timeout_s: float = 600.0, connect_timeout_s: float = 3.0, name: str | None = None) -> None:
+                 timeout_s: float = 600.0, connect_timeout_s: float = 3.0, name: str | None = None,
+                 stands_for: str | None = None) -> None:
         if max_inputs < 1:
             raise InvalidRequest("embed-server", f"max_inputs={max_inputs}", "pass a positive count")
         self.base_url = base_url.rstrip("/")
+        self.stands_for = (stands_for or base_url).rstrip("/")
+        """The server clients name: as a replica of it, their own requests come here instead."""
         self.name = name or f"embed-server:{self.base_url}"
         self.max_inputs = max_inputs
         self._api_key = api_key
@@ -134,7 +137,13 @@ class EmbeddingServerEngine(Engine[APICall | ServerEmbedRequest, Any]):
             return None
         fields = {k: v for k, v in payload.items() if k != "input"}
         headers = [(k, v) for k, v in item.headers if k.lower() not in HOP_HEADERS]
-        return _Part(index, inputs, fields, item.url, headers, item)
+        return _Part(index, inputs, fields, self._here(item.url), headers, item)
+
+    def _here(self, url: str) -> str:
+        """A client's URL for the server this engine stands for, on this engine's server."""
+        if self.stands_for != self.base_url and url.startswith(self.stands_for + "/"):
+            return self.base_url + url[len(self.stands_for):]
+        return url
 
     async def run(self, batch: Sequence[APICall | ServerEmbedRequest]) -> list[Any]:
         if not batch:
@@ -198,7 +207,8 @@ class EmbeddingServerEngine(Engine[APICall | ServerEmbedRequest, Any]):
                              "check the model name and that each input fits the model's context")
 
     async def _send_call(self, call: APICall) -> APIResponse:
-        return await self._post(call.url, [(k, v) for k, v in call.headers if k.lower() not in HOP_HEADERS], call.body, call)
+        return await self._post(self._here(call.url), [(k, v) for k, v in call.headers if k.lower() not in HOP_HEADERS],
+                                call.body, call)
 
     async def _post(self, url: str, headers: list[tuple[str, str]], body: bytes, call: APICall | None) -> APIResponse:
         """Transport errors of a client's own request stay httpx's (its SDK retries and raises
@@ -215,13 +225,17 @@ class EmbeddingServerEngine(Engine[APICall | ServerEmbedRequest, Any]):
         kept = tuple((k, v) for k, v in response.headers.multi_items() if k.lower() not in HOP_HEADERS)
         return APIResponse(response.status_code, kept, response.content)
 
+    async def served_model(self) -> str:
+        """The first model the server lists (`GET /models`)."""
+        response = await self._require().get(f"{self.base_url}/models")
+        response.raise_for_status()
+        return str(response.json()["data"][0]["id"])
+
     async def health(self) -> Health:
         """One real embedding with the first model the server lists."""
         began = time.perf_counter()
         try:
-            response = await self._require().get(f"{self.base_url}/models")
-            response.raise_for_status()
-            model = response.json()["data"][0]["id"]
+            model = await self.served_model()
             [vector] = await self.run([ServerEmbedRequest("health check", (("encoding_format", "float"), ("model", model)))])
         except Exception as err:  # health reports failures instead of raising them
             return Health(self.name, False, f"{type(err).__name__}: {err}")

@@ -16,11 +16,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from accel.config import Settings
+from accel.config import Settings, settings
 
 from .stack_home import home_tag
 
 if TYPE_CHECKING:
+    from .base import Engine
     from .stack import StackInfo
 
 Report = Callable[[str], None]
@@ -64,7 +65,44 @@ async def launch_encoder(cfg: Settings, server: EncoderServer, model: str, *, po
                                env=home_tag(cfg.home))
 
 
-def _models_served(base_url: str) -> str:
+def replica_urls(base_url: str, listed: tuple[str, ...]) -> list[str]:
+    """Every server of `listed` (ACCEL_EMBED_REPLICA_URLS / ACCEL_RERANK_REPLICA_URLS) when
+    `base_url` is one of them, itself first; else `base_url` alone."""
+    urls = [url.rstrip("/") for url in listed]
+    base = base_url.rstrip("/")
+    return [base] + [url for url in urls if url != base] if base in urls else [base]
+
+
+def embed_server_engine(base_url: str, api_key: str = "EMPTY") -> Engine:
+    """The engine for the embedding server at `base_url`: the server itself, or (named among
+    ACCEL_EMBED_REPLICA_URLS) every listed replica, least loaded first, failing over."""
+    from .embed_server import EmbeddingServerEngine
+
+    urls = replica_urls(base_url, settings().embed_replica_urls)
+    engines = [EmbeddingServerEngine(url, api_key, stands_for=urls[0]) for url in urls]
+    return engines[0] if len(engines) == 1 else _replicated(engines, "embed", "ACCEL_EMBED_REPLICA_URLS")
+
+
+def rerank_server_engine(base_url: str, model: str, api_key: str = "EMPTY") -> Engine:
+    """The engine for the rerank server at `base_url`, or its replicas (ACCEL_RERANK_REPLICA_URLS)."""
+    from .rerank_server import RerankServerEngine
+
+    urls = replica_urls(base_url, settings().rerank_replica_urls)
+    if len(urls) == 1:
+        return RerankServerEngine(urls[0], model, api_key)
+    engines: list[Engine] = [RerankServerEngine(url, model, api_key, name=f"rerank-server:{model}@{url}") for url in urls]
+    return _replicated(engines, "rerank", "ACCEL_RERANK_REPLICA_URLS", name=f"rerank-server:{model}")
+
+
+def _replicated(engines: list[Engine], role: str, variable: str, name: str | None = None) -> Engine:
+    from .replicas import ReplicatedEngine
+
+    log.info("%s server %s served by %d replicas", role, engines[0].name, len(engines))
+    return ReplicatedEngine(engines, name=name or engines[0].name,
+                            remedy=f"restart the {role} servers listed in {variable}")
+
+
+def served_model(base_url: str) -> str:
     """The first model a running server lists (`GET /v1/models`), for a server named by URL."""
     import httpx
 
@@ -90,7 +128,7 @@ async def up_encoders(cfg: Settings, info: StackInfo, report: Report, *, start: 
             continue
         if url:
             report(f"using the {server.role} server at ACCEL_{server.role.upper()}_BASE_URL")
-            name = await asyncio.to_thread(_models_served, url)
+            name = await asyncio.to_thread(served_model, url)
             info = replace(info, **{f"{server.role}_base_url": url, f"{server.role}_model_name": name})
         elif start:
             report(f"starting the vLLM {server.role} pooling server (1-2 minutes on CPU)")

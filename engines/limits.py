@@ -35,6 +35,12 @@ class EngineLimits:
     item_seconds: Callable[[Any], float] | None = None
     """Expected seconds of one request at the engine's efficient batch size (from its
     measured profile, `accel.profiles`); None: calls are sized by count only."""
+    call_overhead_s: float = 0.0
+    """Batch engines: seconds one `run` call costs whatever it carries (an encoder server's
+    HTTP round trip and request handling: its profile's batch-1 latency less one item's
+    share). While streams that feed this engine are still open, a call may be held for the
+    items they are about to bring, for at most this much per open stream: the time the
+    merge can save the engine. 0: calls go as soon as the engine is free."""
 
     def __post_init__(self) -> None:
         for name in ("max_batch_size", "max_inflight", "max_concurrent_batches", "queue_limit"):
@@ -47,6 +53,9 @@ class EngineLimits:
         if self.max_call_s is not None and not self.max_call_s > 0:
             raise ValueError(f"runtime: EngineLimits.max_call_s must be > 0 seconds, got {self.max_call_s!r}. "
                              "Remedy: pass None to size calls by count only.")
+        if not self.call_overhead_s >= 0:
+            raise ValueError(f"runtime: EngineLimits.call_overhead_s must be >= 0 seconds, got {self.call_overhead_s!r}. "
+                             "Remedy: pass the engine profile's measured per-call cost, or 0.")
 
     @property
     def sized_by_duration(self) -> bool:

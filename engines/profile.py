@@ -259,6 +259,47 @@ async def profile_default_engines(
     return profiles
 
 
+async def profile_server_encoders(
+    embed_url: str | None,
+    rerank_url: str | None,
+    rerank_model: str | None,
+    batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES,
+    *,
+    repeats: int = 3,
+    save: bool = True,
+    progress: Progress | None = None,
+) -> list[EngineProfile]:
+    """Profile encoder servers (`accel up --encoders server`, or those named by URL) as the
+    in-process encoders are profiled: the embedding server on query- and chunk-length texts,
+    the rerank server on (query, chunk) pairs, each batch one request. The profiles carry the
+    server engines' names, which the session looks them up by to size their calls."""
+    from accel.engines.embed_server import EmbeddingServerEngine, ServerEmbedRequest
+    from accel.engines.rerank_server import RerankServerEngine
+
+    profiles = []
+    if embed_url:
+        async with EmbeddingServerEngine(embed_url) as embedder:
+            params = (("encoding_format", "float"), ("model", await embedder.served_model()))
+
+            def texts(make: Callable[[int], list[str]]) -> Callable[[int], list[ServerEmbedRequest]]:
+                return lambda n: [ServerEmbedRequest(text, params) for text in make(n)]
+
+            for label, make in (("query", query_texts), ("chunk", chunk_texts)):
+                profiles.append(await profile_engine(embedder, texts(make), batch_sizes, label=label,
+                                                     repeats=repeats, progress=progress))
+    if rerank_url and rerank_model:
+        async with RerankServerEngine(rerank_url, rerank_model) as reranker:
+            def pairs(n: int) -> list[tuple[str, str]]:
+                return list(zip(query_texts(n), chunk_texts(n), strict=True))
+
+            profiles.append(await profile_engine(reranker, pairs, batch_sizes, label="pairs", repeats=repeats,
+                                                 progress=progress))
+    if save:
+        for profile in profiles:
+            profile.save()
+    return profiles
+
+
 def _main() -> None:
     import argparse
 

@@ -18,7 +18,9 @@ from .stack import JSON_FLAG, print_json
 console = Console(stderr=True)
 out = Console()
 
-ENGINES = ("embed", "rerank", "vectordb", "llm")
+ENGINES = ("embed", "rerank", "vectordb", "llm", "embed-server", "rerank-server")
+"""`embed-server` / `rerank-server`: the encoder servers the stack records (`accel up --encoders
+server`, ACCEL_EMBED_BASE_URL / ACCEL_RERANK_BASE_URL); skipped, with a note, without one."""
 
 
 def profile(
@@ -67,6 +69,8 @@ async def _profile_all(engines: list[str], repeats: int, progress: Progress) -> 
                 return list(zip(query_texts(n), chunk_texts(n), strict=True))
 
             profiles.append(await profile_engine(reranker, pairs, label="pairs", repeats=repeats, progress=progress))
+    if "embed-server" in engines or "rerank-server" in engines:
+        profiles += await _profile_servers(engines, repeats, progress)
     if "vectordb" in engines:
         profiles.append(await _profile_vectordb(repeats, progress))
     if "llm" in engines:
@@ -87,6 +91,29 @@ def _profile_json(p) -> dict:
         "speedup_vs_batch_1": p.speedup,
         "points": [{"batch_size": q.batch_size, "throughput": q.throughput, "latency_s": q.latency_s} for q in p.points],
     }
+
+
+async def _profile_servers(engines: list[str], repeats: int, progress: Progress) -> list:
+    """The stack's encoder servers, measured as the in-process encoders are (one request per
+    batch); their engines are then sized from these profiles like the in-process ones."""
+    from accel.config import settings
+    from accel.engines.profile import profile_server_encoders
+    from accel.engines.stack import read_state
+
+    state, cfg = read_state(), settings()
+    embed_url = (getattr(state, "embed_base_url", None) or cfg.embed_base_url) if "embed-server" in engines else None
+    rerank_url = (getattr(state, "rerank_base_url", None) or cfg.rerank_base_url) if "rerank-server" in engines else None
+    rerank_model = getattr(state, "rerank_model_name", None) if rerank_url else None
+    if rerank_url and not rerank_model:
+        from accel.engines.encoder_servers import served_model
+
+        rerank_model = await asyncio.to_thread(served_model, rerank_url)
+    for name, url in (("embed-server", embed_url), ("rerank-server", rerank_url)):
+        if name in engines and not url:
+            console.print(f"{name}: no server recorded (`accel up --encoders server` or ACCEL_{name.split('-')[0].upper()}"
+                          "_BASE_URL); skipped")
+    return await profile_server_encoders(embed_url, rerank_url, rerank_model, repeats=repeats, save=False,
+                                         progress=progress)
 
 
 async def _profile_vectordb(repeats: int, progress: Progress):

@@ -13,8 +13,8 @@ import dataclasses
 import itertools
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
-from contextlib import aclosing
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import aclosing, contextmanager
 from typing import Any
 
 from accel.engines.base import Engine, GenerationChunk, GenerationRequest, LLMEngine
@@ -66,6 +66,8 @@ class EngineScheduler:
         self._group: asyncio.TaskGroup | None = None
         self._serving: asyncio.Task[None] | None = None
         self._ids = itertools.count()
+        self._feeding = 0
+        self._overhead = self.limits.call_overhead_s
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -100,6 +102,17 @@ class EngineScheduler:
         """Work on the engine now: LLM requests (batch calls, for other engines) in flight,
         plus requests waiting."""
         return self._running + self._queued
+
+    @contextmanager
+    def feeding(self) -> Iterator[None]:
+        """While inside, an open stream will submit its items to this engine (a consumer mapped
+        over a streamed decode): the next call may be held for them (`limits.call_overhead_s`)."""
+        self._feeding += 1
+        try:
+            yield
+        finally:
+            self._feeding -= 1
+            self._wake.set()
 
     # ---- submission -----------------------------------------------------------------------
 
@@ -229,11 +242,16 @@ class EngineScheduler:
                 self._group = group
                 ready.set_result(None)
                 while True:
-                    if self._queue and self._free() > 0:
+                    hold = self._hold_s() if self._queue and self._free() > 0 else None
+                    if hold is not None and hold <= 0:
                         self._dispatch(group)
                         continue
                     self._wake.clear()
-                    await self._wake.wait()
+                    try:
+                        async with asyncio.timeout(hold):  # a held call goes when its hold is over
+                            await self._wake.wait()
+                    except TimeoutError:
+                        pass
         finally:
             self._group = None
             stopped = EngineUnavailable(self.name, "the engine scheduler stopped", "keep the Runtime open until queries finish")
@@ -242,6 +260,19 @@ class EngineScheduler:
             self._queue.clear()
             self._queued = 0
             self._admit_waiters()
+
+    def _hold_s(self) -> float:
+        """Seconds the next call may still wait for the items open streams are about to bring.
+        Each task merged into it, and each open stream that may still bring one, spares the
+        engine a call of its own (`call_overhead_s`): the oldest request waits at most that
+        much in all, so what the wait costs never exceeds what the merge saves. It goes at once
+        with a full batch, or when no stream feeding the engine is open. 0: go now."""
+        overhead = self._overhead if self.limits.call_overhead_s else 0.0
+        if self._llm or not self._feeding or not overhead or self._queued >= self.limits.max_batch_size:
+            return 0.0
+        arrivals = [task.arrival for task in self._queue if task.arrival is not None]
+        spared = len(arrivals) - 1 + self._feeding
+        return min(arrivals, default=self._clock()) + overhead * spared - self._clock()
 
     def _free(self) -> int:
         if self._llm:
@@ -314,6 +345,7 @@ class EngineScheduler:
 
     async def _run_batch(self, slices: list[Slice]) -> None:
         batch = [r for s in slices for r in s.task.requests[s.start : s.stop]]
+        began = self._clock()
         try:
             results = await self._call(batch)
         except asyncio.CancelledError:
@@ -333,10 +365,24 @@ class EngineScheduler:
         except BaseException as exc:
             self._fail_all(slices, exc)
         else:
+            self._observe(batch, self._clock() - began)
             offset = 0
             for s in slices:
                 self._deliver(s.task, s.start, results[offset : offset + s.size])
                 offset += s.size
+
+    def _observe(self, batch: list[Any], seconds: float) -> None:
+        """What a call costs beyond its requests now (a loaded server answers slower than when
+        it was profiled): the call's time less its requests' measured share, averaged over the
+        last calls; never below the measured `call_overhead_s`. Calls of one request count
+        whole where no per-request cost was measured."""
+        if not self.limits.call_overhead_s:
+            return
+        if self.limits.item_seconds is not None:
+            seconds -= sum(self.limits.item_seconds(request) for request in batch)
+        elif len(batch) > 1:
+            return
+        self._overhead = max(self.limits.call_overhead_s, 0.75 * self._overhead + 0.25 * max(0.0, seconds))
 
     async def _run_one(self, task: EngineTask, index: int, request: Any) -> None:
         try:

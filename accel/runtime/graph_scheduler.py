@@ -340,10 +340,12 @@ class QueryRun:
                 out.emit(done[len(out.items)])
 
         count = 0
+        scheduler = self.schedulers.get(node.engine) if node.engine else None
         async with asyncio.TaskGroup() as group:
-            async for item in source:
-                group.create_task(one(count, item))
-                count += 1
+            with scheduler.feeding() if scheduler is not None else contextlib.nullcontext():
+                async for item in source:
+                    group.create_task(one(count, item))
+                    count += 1
         if out is not None:
             out.close()
         self._finish(i, [done[k] for k in range(count)])

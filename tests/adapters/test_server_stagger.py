@@ -1,0 +1,61 @@
+"""Embeddings that reach the server staggered: 16 LlamaIndex `QueryFusionRetriever` queries
+whose query expansions (real LLM calls, on the session's vLLM) end one decode step apart, so
+each question's generated queries are ready for the embedding server (the session's vLLM
+pooling server, behind a recording proxy) at a different moment, as they were in the issue-24
+benchmark. Wrapped, the retrievers answer what stock answers and send at most a quarter of
+stock's embedding requests: a call is held for the items of the expansion streams still open
+(`EngineScheduler.feeding`, `EngineLimits.call_overhead_s`)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+import accel
+from accel.engines.encoder_servers import EMBED_SERVED_NAME
+from accel.testing.proxy import RecordingProxy
+
+from .test_server_embeddings import CONCURRENT, QUESTIONS, TINY, doc_texts, embed_proxy, embed_url, li_embed_model  # noqa: F401
+from .test_server_retrievers import embedding_requests, li_index, li_nodes, sent_inputs  # noqa: F401
+
+pytestmark = [pytest.mark.engines, pytest.mark.slow]
+
+FIRST_MAX_TOKENS = 8
+STAGGER = 48
+"""Tokens each expansion decodes beyond the last one's."""
+
+
+def fusion(index: Any, llm_url: str, embed_url: str, max_tokens: int) -> Any:
+    from llama_index.core.retrievers import QueryFusionRetriever
+    from llama_index.embeddings.openai_like import OpenAILikeEmbedding
+    from llama_index.llms.openai_like import OpenAILike
+
+    llm = OpenAILike(model=TINY, api_base=llm_url, api_key="EMPTY", max_tokens=max_tokens, temperature=0.0,
+                     context_window=2048, is_chat_model=False,
+                     additional_kwargs={"extra_body": {"ignore_eos": True}})  # each ends at its max_tokens
+    embed = OpenAILikeEmbedding(model_name=EMBED_SERVED_NAME, api_base=embed_url, api_key="EMPTY",  # long queries cut
+                                additional_kwargs={"extra_body": {"truncate_prompt_tokens": 256}})
+    return QueryFusionRetriever([index.as_retriever(similarity_top_k=3, embed_model=embed)], llm=llm, num_queries=3,
+                                similarity_top_k=3, use_async=False)
+
+
+async def test_staggered_expansions_send_a_quarter_of_stocks_embedding_requests(
+        li_index: Any, llm_proxy: RecordingProxy, embed_proxy: RecordingProxy) -> None:
+    # one retriever per question, each expansion one token longer than the last: the streams
+    # end one decode step apart (the wrapped ones share the session's engines)
+    retrievers = [fusion(li_index, llm_proxy.url + "/v1", embed_proxy.url + "/v1", FIRST_MAX_TOKENS + STAGGER * i)
+                  for i in range(CONCURRENT)]
+    embedding_requests(embed_proxy)
+    stock = await asyncio.gather(*(r.aretrieve(q) for r, q in zip(retrievers, QUESTIONS, strict=True)))
+    stock_requests = embedding_requests(embed_proxy)
+    wrapped = [accel.wrap(r) for r in retrievers]
+    await asyncio.gather(*(w.aretrieve(q) for w, q in zip(wrapped, QUESTIONS, strict=True)))  # templates built
+    embedding_requests(embed_proxy)
+    ours = await asyncio.gather(*(w.aretrieve(q) for w, q in zip(wrapped, QUESTIONS, strict=True)))
+    ours_requests = embedding_requests(embed_proxy)
+    assert [li_nodes(n) for n in ours] == [li_nodes(n) for n in stock]
+    assert sent_inputs(ours_requests) == sent_inputs(stock_requests)
+    assert len(stock_requests) >= 2 * CONCURRENT  # the question and at least one generated query each
+    assert len(ours_requests) <= len(stock_requests) // 4, [len(r.body["input"]) for r in ours_requests]
