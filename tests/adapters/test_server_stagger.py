@@ -1,5 +1,5 @@
 """Embeddings that reach the server staggered: 16 LlamaIndex `QueryFusionRetriever` queries
-whose query expansions (real LLM calls, on the session's vLLM) end one decode step apart, so
+whose query expansions (real LLM calls, on the session's vLLM) end `STAGGER` decode steps apart, so
 each question's generated queries are ready for the embedding server (the session's vLLM
 pooling server, behind a recording proxy) at a different moment, as they were in the issue-24
 benchmark. Wrapped, the retrievers answer what stock answers and send at most a quarter of
