@@ -21,11 +21,12 @@ from typing import Any
 
 import llama_index.core.instrumentation as instrument
 
+from accel.adapters.common.dropin import DropInState, state_of
 from accel.registry import TemplateCompiler
 from accel.types import Identity, TemplateBuild
 
 from . import events
-from .dropin import DropInInfo, info, make_dropin
+from .dropin import make_dropin
 from .retrieval import plan_retrieval
 
 
@@ -48,14 +49,14 @@ def _retriever_overrides(cls: type) -> dict[str, Any]:
     own_sync, own_async = cls._retrieve, cls._aretrieve
 
     def _retrieve(self: Any, query_bundle: Any) -> Any:
-        found = info(self)
+        found = state_of(self)
         if not _lowerable(query_bundle):
             return own_sync(self, query_bundle)
         with events.traced(query_bundle, asynchronous=False, retrieval=False):
             return found.session.run(found.helper, {"query": query_bundle.query_str})
 
     async def _aretrieve(self: Any, query_bundle: Any) -> Any:
-        found = info(self)
+        found = state_of(self)
         if not _lowerable(query_bundle):
             return await own_async(self, query_bundle)
         with events.traced(query_bundle, asynchronous=True, retrieval=False):
@@ -110,7 +111,7 @@ def lower_retriever(retriever: Any, session: TemplateCompiler, disabled_passes: 
         return None
     cls = type(retriever)
     overrides = _retriever_classes.setdefault(cls, _retriever_overrides(cls))
-    kind = DropInInfo(cls.__name__, session, lowered=list(plan.lowered),
+    kind = DropInState(cls.__name__, session, lowered=list(plan.lowered),
                       as_is=[f"{u.component}: {u.reason}" for u in plan.opaque], helper=template)
     return make_dropin(retriever, kind, overrides=overrides)
 
@@ -120,10 +121,10 @@ def lower_retriever(retriever: Any, session: TemplateCompiler, disabled_passes: 
 
 def _query_engine_overrides(cls: type) -> dict[str, Any]:
     def _query(self: Any, query_bundle: Any) -> Any:
-        return info(self).helper._query.__wrapped__(query_bundle)
+        return state_of(self).helper._query.__wrapped__(query_bundle)
 
     async def _aquery(self: Any, query_bundle: Any) -> Any:
-        return await info(self).helper._aquery.__wrapped__(query_bundle)
+        return await state_of(self).helper._aquery.__wrapped__(query_bundle)
 
     return {"_query": _span(cls, "_query", _query), "_aquery": _span(cls, "_aquery", _aquery)}
 
@@ -138,6 +139,6 @@ def lower_query_engine(engine: Any, *, policy: str, disabled_passes: tuple[str, 
     helper = WrappedQueryEngine(engine, policy=policy, disabled_passes=disabled_passes)
     cls = type(engine)
     overrides = _query_engine_classes.setdefault(cls, _query_engine_overrides(cls))
-    kind = DropInInfo(cls.__name__, helper._session, lowered=["retrieval, postprocessors and synthesis as primitives"],
+    kind = DropInState(cls.__name__, helper._session, lowered=["retrieval, postprocessors and synthesis as primitives"],
                       parts=[helper], helper=helper)  # explained by the helper (`WrappedQueryEngine.explain`)
     return make_dropin(engine, kind, overrides=overrides)
