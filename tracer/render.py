@@ -51,8 +51,8 @@ def _annotation(node: Node) -> str:
         bits.append("streams")
     if node.map_port:
         bits.append(f"per item of {node.map_port}")
-    if node.attrs.get("micro_batch"):
-        bits.append(f"micro-batch {node.attrs['micro_batch']}")
+    if node.schedule.micro_batch:
+        bits.append(f"micro-batch {node.schedule.micro_batch}")
     return " · ".join(bits)
 
 

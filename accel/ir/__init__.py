@@ -19,6 +19,7 @@ from accel.ir.ops import (
     WarmupOp,
     warmed_ids,
 )
+from accel.ir.schedule import Schedule, Streams
 from accel.ir.template import GraphInstance, Template, TemplateCache, config_key
 
 __all__ = [
@@ -43,6 +44,8 @@ __all__ = [
     "Derived",
     "Node",
     "Role",
+    "Schedule",
+    "Streams",
     "Op",
     "PassError",
     "PickOp",

@@ -16,6 +16,7 @@ from accel.ir.graph import Graph
 from accel.ir.kinds import Kind
 from accel.ir.node import Node, Op, Ref
 from accel.ir.ops import DecodeOp, PickOp, PromptOp, PromptPart, Slot
+from accel.ir.schedule import WHOLE, Schedule
 
 Prompt = Sequence[PromptPart] | Sequence[tuple[str, Sequence[PromptPart]]]
 
@@ -50,9 +51,11 @@ class GraphBuilder:
         inputs: Mapping[str, Ref] | None = None,
         attrs: Mapping[str, Any] | None = None,
         op: Op | None = None,
+        schedule: Schedule = WHOLE,
     ) -> Ref:
-        """Add a primitive and return a ref to its output."""
-        node = Node(self._name(name), Kind(kind), engine, dict(inputs or {}), dict(attrs or {}), op)
+        """Add a primitive and return a ref to its output. `schedule` is the passes' business
+        (adapters leave it whole); runtime tests set it to run a scheduled graph directly."""
+        node = Node(self._name(name), Kind(kind), engine, dict(inputs or {}), dict(attrs or {}), op, schedule=schedule)
         for port, ref in node.inputs.items():
             if ref.node not in self.graph:
                 raise GraphError(node.name, f"port {port!r} reads {ref.node!r}, which is not built yet", "add upstream nodes first")

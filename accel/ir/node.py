@@ -13,6 +13,7 @@ from enum import Enum
 from typing import Any, Protocol, runtime_checkable
 
 from accel.ir.kinds import ENGINE_KINDS, ITEMWISE_KINDS, Kind
+from accel.ir.schedule import WHOLE, Schedule
 
 
 @dataclass(frozen=True)
@@ -30,8 +31,12 @@ class Ref:
 class Op(Protocol):
     """How a node computes. A marker protocol; the runtime uses one of the two shapes below.
 
-    - engine-bound nodes (`Kind` in ENGINE_KINDS) implement `EngineOp`;
+    - engine-bound nodes (`Kind` in ENGINE_KINDS) implement `EngineOp` (`StreamOp` where the
+      node's schedule streams one decode, `Streams.DECODE`);
     - local nodes (Input/Output/Call/Condition/Aggregate/Prefill/FullPrefill) implement `LocalOp`.
+
+    What may wait is `async def`, always: `EngineOp.requests`, an async `LocalOp.compute`,
+    `StreamOp.stream`. The runtime never inspects a returned value for an awaitable.
     """
 
 
@@ -39,23 +44,24 @@ class Op(Protocol):
 class EngineOp(Op, Protocol):
     """An op that talks to an engine.
 
-    `requests(values)` returns the engine requests for the node given its resolved input
-    values (possibly empty: then the engine is not called and `output(values, [])` is used).
-    It may be `async def` (e.g. it needs the engine's tokenizer); the runtime awaits an
-    awaitable result. `output(values, results)` builds the node's value from the engine's
-    results, which come back in request order.
+    `requests(values)` (always `async def`) returns the engine requests for the node given its
+    resolved input values (possibly empty: then the engine is not called and `output(values,
+    [])` is used). `output(values, results)` builds the node's value from the engine's results,
+    which come back in request order.
     """
 
-    def requests(self, values: dict[str, Any]) -> list[Any]: ...
+    async def requests(self, values: dict[str, Any]) -> list[Any]: ...
 
     def output(self, values: dict[str, Any], results: list[Any]) -> Any: ...
 
 
 @runtime_checkable
 class LocalOp(Op, Protocol):
-    """An op computed in the front-end process. `compute` may be `async def`. When `blocking`
-    is true a sync `compute` runs in a worker thread (framework code, sync-only components);
-    otherwise it is cheap and runs inline."""
+    """An op computed in the front-end process, in one of three ways the runtime's plan reads
+    once per template: an `async def compute` runs as a task on the loop; a plain `compute`
+    with `blocking` true runs in a worker thread (framework code, sync-only components) and
+    one with `blocking` false is cheap and runs inline. A plain `compute` returns the value
+    itself, never an awaitable."""
 
     blocking: bool
 
@@ -64,7 +70,7 @@ class LocalOp(Op, Protocol):
 
 @runtime_checkable
 class StreamOp(EngineOp, Protocol):
-    """An engine op whose node has `attrs["streams"] = True` and one LLM request: the runtime
+    """An engine op whose node's schedule streams a decode (`Streams.DECODE`) of one LLM request: the runtime
     streams that request (`LLMEngine.stream`) and passes the chunks here; every yielded item is
     forwarded at once to mapped consumers. The node's final value is the list of items."""
 
@@ -98,10 +104,11 @@ class Derived:
 @dataclass(eq=False)
 class Node:
     """One primitive. `inputs` maps port names to upstream refs (one data edge per port);
-    `attrs` hold metadata the passes and schedulers read (batchable, batch_port, splittable,
-    prompt_parts, micro_batch, streams, map_port, size, ...); `depth` is the longest path
-    length to the Output node (set by `Graph.compute_depths`); `derived` says which node a pass
-    made this one from, and why (None for the adapters' own nodes)."""
+    `attrs` hold what the primitive is, as adapters and passes describe it (batchable,
+    batch_port, splittable, prompt_parts, size, ...); `schedule` holds how the runtime runs it,
+    as the passes decided (`accel.ir.schedule`); `depth` is the longest path length to the
+    Output node (set by `Graph.compute_depths`); `derived` says which node a pass made this one
+    from, and why (None for the adapters' own nodes)."""
 
     name: str
     kind: Kind
@@ -111,6 +118,7 @@ class Node:
     op: Op | None = None
     depth: int = 0
     derived: Derived | None = None
+    schedule: Schedule = WHOLE
 
     @property
     def is_engine(self) -> bool:
@@ -118,11 +126,11 @@ class Node:
 
     @property
     def streams(self) -> bool:
-        return bool(self.attrs.get("streams"))
+        return self.schedule.streams is not None
 
     @property
     def map_port(self) -> str | None:
-        return self.attrs.get("map_port")
+        return self.schedule.map_port
 
     @property
     def batch_port(self) -> str | None:
@@ -145,6 +153,7 @@ class Node:
             "op": self.op,
             "depth": self.depth,
             "derived": self.derived,
+            "schedule": self.schedule,
         }
         fields.update(changes)
         return Node(**fields)

@@ -5,30 +5,32 @@ Default semantics by kind (what the runtime does with a node):
 - Input: no op; its value is the query's binding for the node's name.
 - Output: value of its port "value" (or `op.compute(values)` when an op is set).
 - Call / Condition / Aggregate / Prefill / FullPrefill: `LocalOp.compute(values)`.
-- engine kinds: `requests = op.requests(values)` (awaited if awaitable); if non-empty they go
+- engine kinds: `requests = await op.requests(values)` (always `async def`); if non-empty they go
   to the node's engine scheduler (which may batch them with other nodes' requests); the value
   is `op.output(values, results)`.
 - Order edges (`data=False`) carry no value: they only delay the successor.
 
-Streaming contract (decode pipelining; micro-batches whose count is known only at run time):
+Streaming contract (decode pipelining; micro-batches whose count is known only at run time).
+A node's `schedule` (`accel.ir.schedule.Schedule`, written by the passes) selects it:
 
-- A node with `attrs["streams"] = True` produces items one by one; its final value is the list
-  of all items in order. It streams in one of two ways:
-    * a `StreamOp` (PartialDecode): `requests(values)` returns one LLM request; the runtime
-      streams it (`LLMEngine.stream`) and iterates `op.stream(values, chunks)`, forwarding every
-      item as it is yielded.
-    * `attrs["micro_batch"] = m` on an itemwise engine node with `batch_port` P: the runtime cuts
+- A node whose `schedule.streams` is set produces items one by one; its final value is the list
+  of all items in order. It streams in one of three ways:
+    * `Streams.DECODE`, a `StreamOp` (PartialDecode): `requests(values)` returns one LLM
+      request; the runtime streams it (`LLMEngine.stream`) and iterates
+      `op.stream(values, chunks)`, forwarding every item as it is yielded.
+    * `Streams.SLICES` with `schedule.micro_batch = m` on an itemwise engine node with `batch_port` P: the runtime cuts
       `values[P]` into consecutive slices of at most m items and runs each slice as if it were
       the whole input (`op.requests(sliced)` / `op.output(sliced, results)`, where `sliced` is
       `values` with P replaced by the slice). All slices may be submitted at once (the engine
       scheduler caps batch sizes); slice outputs are emitted as items in slice order.
+    * `Streams.MAPPED` on a mapped consumer (below): each per-item output is an item.
 - In accel's ops every stream item is a *slice*: a list of consecutive elements of what the
   unsplit node would have returned (PartialDecode yields one-element lists). So mapped
   consumers keep their list-in/list-out ops unchanged, and an Aggregate with
   `GatherOp("flatten")` turns a list of slices back into the unsplit value.
-- A consumer with `attrs["map_port"] = "<port>"` whose port reads a streaming node is dispatched
+- A consumer with `schedule.map_port = "<port>"` whose port reads a streaming node is dispatched
   once per item as items arrive, with that port's value being the item; its value is the list of
-  its per-item outputs in item order. If it also has `streams=True`, each per-item output is
+  its per-item outputs in item order. If it also streams (`Streams.MAPPED`), each per-item output is
   forwarded as an item to its own mapped consumers (PartialDecode -> Embed -> Search pipelines
   item by item). Non-mapped consumers of a streaming node see the complete list of items once
   the stream ends.
@@ -169,7 +171,7 @@ class ItemsOp:
     result: Callable[[dict[str, Any], list[Any]], Any] | None = None
     elementwise: bool = True
 
-    def requests(self, values: dict[str, Any]) -> list[Any]:
+    async def requests(self, values: dict[str, Any]) -> list[Any]:
         items = values[self.port]
         if self.request is None:
             return list(items)
@@ -191,8 +193,8 @@ class SliceOp:
     def _sliced(self, values: dict[str, Any]) -> dict[str, Any]:
         return {**values, self.port: list(values[self.port])[self.start : self.stop]}
 
-    def requests(self, values: dict[str, Any]) -> list[Any]:
-        return self.inner.requests(self._sliced(values))
+    async def requests(self, values: dict[str, Any]) -> list[Any]:
+        return await self.inner.requests(self._sliced(values))
 
     def output(self, values: dict[str, Any], results: list[Any]) -> Any:
         return self.inner.output(self._sliced(values), results)
@@ -218,7 +220,7 @@ class DecodeOp:
     result: Literal["text", "generation"] = "text"
     port: str = "prompt"
 
-    def requests(self, values: dict[str, Any]) -> list[GenerationRequest]:
+    async def requests(self, values: dict[str, Any]) -> list[GenerationRequest]:
         prompt = values[self.port]
         if isinstance(prompt, str):
             return [GenerationRequest(prompt=prompt, params=self.params)]
@@ -248,8 +250,8 @@ class StreamDecodeOp:
     inner: DecodeOp
     split: str
 
-    def requests(self, values: dict[str, Any]) -> list[GenerationRequest]:
-        return self.inner.requests(values)
+    async def requests(self, values: dict[str, Any]) -> list[GenerationRequest]:
+        return await self.inner.requests(values)
 
     async def stream(self, values: dict[str, Any], chunks: AsyncIterator[GenerationChunk]) -> AsyncIterator[list[Any]]:
         from accel.ir.splitters import make_splitter

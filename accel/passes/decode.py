@@ -13,11 +13,13 @@ op's list output. Adapters only mark the Decode splittable; this pass decides to
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from accel.ir.graph import Graph
 from accel.ir.kinds import Kind
 from accel.ir.ops import DecodeOp, StreamDecodeOp
+from accel.ir.schedule import Streams
 from accel.passes.registry import PassContext
 from accel.ir.splitters import SPLITTERS
 from accel.passes.streams import pipeline_from, pipelinable
@@ -37,7 +39,7 @@ def decode_pipeline(graph: Graph, context: PassContext) -> Graph:
             continue
         if not any(pipelinable(g.node(c), p, node.name) for c, p in g.readers(node.name)):
             continue
-        streaming = node.replace(kind=Kind.PARTIAL_DECODE, op=op, attrs={**node.attrs, "streams": True})
+        streaming = node.replace(kind=Kind.PARTIAL_DECODE, op=op, schedule=replace(node.schedule, streams=Streams.DECODE))
         g.replace(streaming)
         g.note(NAME, f"{node.name} decodes as a stream of {split} items")
         pipeline_from(g, node.name, NAME)

@@ -10,13 +10,15 @@ Walking back from the Output over the LLM decodes (other nodes are transparent):
   latency-critical, as Parrot marks the immediate predecessor of a latency-critical request;
 - everything else keeps no mark.
 
-A prefix warm-up takes the mark of the decode it serves. The marks go to `attrs["objective"]`;
+A prefix warm-up takes the mark of the decode it serves. The marks go to `schedule.objective`;
 the graph scheduler hands them to the engine schedulers with each node's requests, and those
 use them (`accel.runtime.objectives`): latency-critical requests are admitted before others and
 carry a higher LLM priority; throughput groups are admitted whole.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import networkx as nx
 
@@ -68,7 +70,8 @@ def deduce_objectives(graph: Graph, context: PassContext) -> Graph:
             if len(objectives) == 1 and None not in objectives:
                 marks[node.name] = objectives.pop()
     for name, objective in marks.items():
-        g.replace(g.node(name).replace(attrs={**g.node(name).attrs, "objective": objective}))
+        node = g.node(name)
+        g.replace(node.replace(schedule=replace(node.schedule, objective=objective)))
     latency = sorted(n for n, o in marks.items() if o == LATENCY and g.node(n).kind in _DECODES)
     group = sorted(n for n, o in marks.items() if o == THROUGHPUT and g.node(n).kind in _DECODES)
     if marks:

@@ -12,16 +12,20 @@ embedder with the query embeddings of concurrent apps instead of holding it for 
 - Size known from the configuration (`attrs["size"]`): explicit nodes `name#mb0..k` running
   `SliceOp`s, with the downstream chain duplicated per micro-batch; the original names become
   concatenating Aggregates, so every other reader is unchanged.
-- Size known only at run time: the node gets `attrs["micro_batch"] = m` and streams its slices
-  (see `accel.ir.ops`); downstream nodes are mapped onto it.
+- Size known only at run time: the node's schedule streams its slices of at most m items
+  (`Schedule(streams=Streams.SLICES, micro_batch=m)`, see `accel.ir.ops`); downstream nodes
+  are mapped onto it.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from accel.ir.graph import Graph
 from accel.ir.kinds import Kind
 from accel.ir.node import Derived, Node, Ref, Role
 from accel.ir.ops import GatherOp, SliceOp
+from accel.ir.schedule import Streams
 from accel.passes.registry import PassContext
 from accel.passes.streams import is_elementwise, pipeline_from, pipelinable
 
@@ -34,7 +38,7 @@ def stage_decompose(graph: Graph, context: PassContext) -> Graph:
         if name not in g:
             continue
         node = g.node(name)
-        if not is_elementwise(node) or node.streams or node.map_port or node.attrs.get("micro_batch_of"):
+        if not is_elementwise(node) or node.streams or node.map_port or _is_micro_batch(node):
             continue
         cls = input_class(g, node)
         limit = context.profiles.get(f"{node.engine}/{cls}", context.profiles.get(node.engine or ""))
@@ -84,9 +88,13 @@ def _feeds_ingest(g: Graph, name: str) -> bool:
     return False
 
 
+def _is_micro_batch(node: Node) -> bool:
+    """A micro-batch copy this pass made (it is cut already)."""
+    return node.derived is not None and node.derived.role is Role.MICRO_BATCH
+
+
 def _micro_batch_at_run_time(g: Graph, node: Node, limit: int) -> None:
-    port = node.batch_port
-    g.replace(node.replace(attrs={**node.attrs, "micro_batch": limit, "batch_port": port, "streams": True}))
+    g.replace(node.replace(schedule=replace(node.schedule, streams=Streams.SLICES, micro_batch=limit)))
     g.note(NAME, f"{node.name} runs in micro-batches of {limit} (profile of {node.engine})")
     pipeline_from(g, node.name, NAME)
 
@@ -103,7 +111,7 @@ def _explicit_micro_batches(g: Graph, head: Node, limit: int, size: int) -> None
             name=derived.name,
             derived=derived,
             op=SliceOp(head.op, port, a, b),
-            attrs={**head.attrs, "size": b - a, "micro_batch_of": head.name},
+            attrs={**head.attrs, "size": b - a},
         )
         g.add(copy)
         parts[head.name].append(copy.name)
@@ -124,7 +132,7 @@ def _explicit_micro_batches(g: Graph, head: Node, limit: int, size: int) -> None
                     name=derived.name,
                     derived=derived,
                     inputs={**node.inputs, cport: Ref(src_part)},
-                    attrs={**node.attrs, "size": b - a, "micro_batch_of": consumer},
+                    attrs={**node.attrs, "size": b - a},
                 )
                 g.add(copy)
                 parts[consumer].append(copy.name)

@@ -9,10 +9,13 @@ still see the value of the unsplit graph.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from accel.ir.graph import Graph
 from accel.ir.kinds import ITEMWISE_KINDS, Kind
 from accel.ir.node import Derived, Node, Ref, Role
 from accel.ir.ops import GatherOp
+from accel.ir.schedule import Streams
 
 
 def is_elementwise(node: Node) -> bool:
@@ -43,18 +46,16 @@ def pipeline_from(g: Graph, head: str, pass_name: str) -> list[str]:
             node = g.node(consumer)
             if not pipelinable(node, port, source):
                 continue
-            attrs = {**node.attrs, "map_port": port}
-            if attrs.pop("micro_batch", None) is not None:
-                attrs.pop("streams", None)
+            if node.schedule.micro_batch is not None:
                 g.note(pass_name, f"{consumer} now runs per item of {source} instead of in micro-batches")
-            g.replace(node.replace(attrs=attrs))
+            g.replace(node.replace(schedule=replace(node.schedule, streams=None, micro_batch=None, map_port=port)))
             chain.append(consumer)
             mapped.append(consumer)
     for name in chain:
         node = g.node(name)
         feeds_mapped = any(g.node(c).map_port == p for c, p in g.readers(name))
         if feeds_mapped and not node.streams:
-            g.replace(node.replace(attrs={**node.attrs, "streams": True}))
+            g.replace(node.replace(schedule=replace(node.schedule, streams=Streams.MAPPED)))
         flatten_readers(g, name, pass_name)
     if mapped:
         g.note(pass_name, f"{head} streams item by item into {mapped}")

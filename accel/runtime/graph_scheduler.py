@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import contextvars
 import functools
-import inspect
 import itertools
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
@@ -100,11 +99,7 @@ class QueryRun:
             elif mode is Mode.INPUT:
                 self._finish(i, self.instance.inputs[self.template.order[i]], stack)
             elif mode is Mode.INLINE:
-                value = self._inline(i)
-                if inspect.isawaitable(value):  # a plain function that returned a coroutine
-                    self._group.create_task(self._settle(i, value), name=self.template.order[i])
-                else:
-                    self._finish(i, value, stack)
+                self._finish(i, self._inline(i), stack)
             else:
                 self._group.create_task(self._node(i), name=self.template.order[i])
 
@@ -151,9 +146,6 @@ class QueryRun:
         with primitive_span(self.tracer, self.parent, query_id=self.query_id, node=node.name, kind=node.kind, engine=None):
             return node.op.compute(values)
 
-    async def _settle(self, i: int, value: Any) -> None:
-        self._finish(i, await value)
-
     async def _node(self, i: int) -> None:
         node = self.template.nodes[i]
         mode = self.plan.modes[i]
@@ -176,17 +168,16 @@ class QueryRun:
         mode = self.plan.modes[i]
         op = node.op
         if mode is Mode.INLINE:
-            return _passthrough(node, values) if op is None else await _maybe(op.compute(values))
-        if mode is Mode.LOCAL:
-            if inspect.iscoroutinefunction(op.compute):
-                return await op.compute(values)
+            return _passthrough(node, values) if op is None else op.compute(values)
+        if mode is Mode.ASYNC:
+            return await op.compute(values)
+        if mode is Mode.THREAD:
             # In the query's context (its caller's contextvars: tracing spans, framework
             # instrumentation), as the stock app's own code would run.
             loop = asyncio.get_running_loop()
             call = functools.partial(contextvars.copy_context().run, op.compute, values)
-            result = await loop.run_in_executor(self.executor, call)
-            return await result if inspect.isawaitable(result) else result
-        results = await self._submit(i, node, await _maybe(op.requests(values)), span)
+            return await loop.run_in_executor(self.executor, call)
+        results = await self._submit(i, node, await op.requests(values), span)
         return op.output(values, results)
 
     def _depth(self, i: int) -> int:
@@ -240,7 +231,7 @@ class QueryRun:
         if not requests:
             return []
         task = EngineTask(self.query_id, node.name, self._depth(i), list(requests), priority=self.priority,
-                          objective=node.attrs.get("objective"))
+                          objective=node.schedule.objective)
         results = await self.schedulers[node.engine].submit(task)
         wait = None if task.dispatched_at is None else task.dispatched_at - task.arrival
         record_engine_call(span, batch_sizes=task.batch_sizes, queue_wait_s=wait, requests=len(requests))
@@ -252,9 +243,9 @@ class QueryRun:
     async def _stream(self, i: int, node: Node, values: dict[str, Any], span: trace.Span) -> list[Any]:
         """PartialDecode: stream the LLM request, forward each parsed item as it completes."""
         out = self.streams[i]
-        requests = list(await _maybe(node.op.requests(values)))
+        requests = list(await node.op.requests(values))
         task = EngineTask(self.query_id, node.name, self._depth(i), requests, priority=self.priority,
-                          objective=node.attrs.get("objective"))
+                          objective=node.schedule.objective)
         final: list[Any] = []
 
         async def chunks():
@@ -279,9 +270,9 @@ class QueryRun:
     async def _tapped(self, i: int, node: Node, values: dict[str, Any], span: trace.Span) -> Any:
         """The decode whose text is the query's output: its one request is streamed (same
         admission as `submit`) and every text delta goes to `on_delta` as it arrives."""
-        requests = list(await _maybe(node.op.requests(values)))
+        requests = list(await node.op.requests(values))
         task = EngineTask(self.query_id, node.name, self._depth(i), requests, priority=self.priority,
-                          objective=node.attrs.get("objective"))
+                          objective=node.schedule.objective)
         final = None
         async with aclosing(self.schedulers[node.engine].stream(task)) as chunks:
             async for chunk in chunks:
@@ -300,17 +291,17 @@ class QueryRun:
         return node.op.output(values, [final])
 
     async def _micro(self, i: int, node: Node, values: dict[str, Any], span: trace.Span) -> list[Any]:
-        """Stage decomposition: run the batch port in slices of `micro_batch`; each slice's
-        output is emitted as an item, in slice order, as soon as it and its elders are done."""
+        """Stage decomposition: run the batch port in slices of the schedule's `micro_batch`; each
+        slice's output is emitted as an item, in slice order, as soon as it and its elders are done."""
         out = self.streams[i]
-        port, size = node.batch_port, int(node.attrs["micro_batch"])
+        port, size = node.batch_port, node.schedule.micro_batch
         items = list(values[port])
         slices = [items[k : k + size] for k in range(0, len(items), size)]
         done: dict[int, Any] = {}
 
         async def one(k: int) -> None:
             sliced = {**values, port: slices[k]}
-            results = await self._submit(i, node, await _maybe(node.op.requests(sliced)), span)
+            results = await self._submit(i, node, await node.op.requests(sliced), span)
             done[k] = node.op.output(sliced, results)
             while len(out.items) in done:
                 out.emit(done[len(out.items)])
@@ -358,10 +349,6 @@ def _passthrough(node: Node, values: dict[str, Any]) -> Any:
     if len(values) == 1:
         return next(iter(values.values()))
     return values
-
-
-async def _maybe(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
 
 
 def _original(group_error: BaseExceptionGroup) -> BaseException:

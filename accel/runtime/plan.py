@@ -1,8 +1,8 @@
 """How the graph scheduler runs each node of a template, decided once per template.
 
 The template already holds topological arrays (pred counts, successors, port refs, depth); the
-plan adds the run-time decisions that depend only on node kinds and attributes: which nodes run
-inline on the loop, which need a task, which stream, and which are mapped over a stream. It is
+plan adds the run-time decisions that depend only on node kinds, ops and schedules: which nodes
+run inline on the loop, which need a task, which stream, and which are mapped over a stream. It is
 cached per template, so instantiating a query does no graph work.
 """
 
@@ -15,13 +15,15 @@ from dataclasses import dataclass
 from accel.ir.expand import engines_of
 from accel.ir.kinds import Kind
 from accel.ir.node import Node
+from accel.ir.schedule import Streams
 from accel.ir.template import Template
 
 
 class Mode(enum.Enum):
     INPUT = "input"  # the query's binding
     INLINE = "inline"  # cheap sync local op: computed on the loop without a task
-    LOCAL = "local"  # async or blocking local op: its own task (blocking -> worker thread)
+    ASYNC = "async"  # `async def compute`: its own task on the loop
+    THREAD = "thread"  # blocking sync local op: its own task, computed in a worker thread
     ENGINE = "engine"  # requests to the node's engine scheduler
     STREAM = "stream"  # one LLM request streamed and parsed into items (PartialDecode)
     MICRO = "micro"  # itemwise engine node run in micro-batch slices, each slice an item
@@ -52,15 +54,18 @@ def _base_mode(node: Node) -> Mode:
     if node.kind is Kind.EXPAND:
         return Mode.EXPAND
     if node.is_engine:
-        if node.streams and hasattr(node.op, "stream"):
+        streams = node.schedule.streams
+        if streams is Streams.DECODE:
             return Mode.STREAM
-        if node.streams and node.attrs.get("micro_batch") and node.batch_port:
+        if streams is Streams.SLICES and node.batch_port:
             return Mode.MICRO
         return Mode.ENGINE
     compute = getattr(node.op, "compute", None)
-    if compute is None or (not getattr(node.op, "blocking", False) and not inspect.iscoroutinefunction(compute)):
+    if compute is None:
         return Mode.INLINE
-    return Mode.LOCAL
+    if inspect.iscoroutinefunction(compute):
+        return Mode.ASYNC
+    return Mode.THREAD if getattr(node.op, "blocking", False) else Mode.INLINE
 
 
 def build_plan(template: Template) -> Plan:

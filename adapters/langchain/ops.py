@@ -182,7 +182,7 @@ class EmbedTextsOp:
             raise InvalidRequest("embed-server", f"cannot embed a {type(text).__name__}", "pass the query as a str")  # stock answers
         return text
 
-    def requests(self, values: dict[str, Any]) -> list[EmbedRequest | ServerEmbedRequest]:
+    async def requests(self, values: dict[str, Any]) -> list[EmbedRequest | ServerEmbedRequest]:
         unique = dict.fromkeys(self._texts(values))
         if self.server is not None:
             return [ServerEmbedRequest(text, self.server) for text in unique]
@@ -213,7 +213,7 @@ class SearchOp:
     single: bool = False
     elementwise: bool = True
 
-    def requests(self, values: dict[str, Any]) -> list[VectorQuery]:
+    async def requests(self, values: dict[str, Any]) -> list[VectorQuery]:
         vectors = [values[self.port]] if self.single else list(values[self.port])
         return [VectorQuery(vector=v, k=self.k, collection=self.collection, metric=self.metric, filter=self.filter) for v in vectors]
 
@@ -236,7 +236,7 @@ class RerankOp:
     top_n: int
     elementwise: bool = False
 
-    def requests(self, values: dict[str, Any]) -> list[tuple[str, str]]:
+    async def requests(self, values: dict[str, Any]) -> list[tuple[str, str]]:
         return [(values["query"], doc.page_content) for doc in values["docs"]]
 
     def output(self, values: dict[str, Any], results: list[float]) -> list[Any]:

@@ -75,7 +75,7 @@ class QueryLinesOp:
     limit: int
     llm: Any
 
-    def requests(self, values: dict[str, Any]) -> list[GenerationRequest]:
+    async def requests(self, values: dict[str, Any]) -> list[GenerationRequest]:
         prompt = values["prompt"]
         events.llm_started(self.llm, prompt, parent="retrieve")
         if isinstance(prompt, str):
@@ -100,8 +100,8 @@ class StreamedQueryLinesOp:
 
     inner: QueryLinesOp
 
-    def requests(self, values: dict[str, Any]) -> list[GenerationRequest]:
-        return self.inner.requests(values)
+    async def requests(self, values: dict[str, Any]) -> list[GenerationRequest]:
+        return await self.inner.requests(values)
 
     async def stream(self, values: dict[str, Any], chunks: AsyncIterator[GenerationChunk]) -> AsyncIterator[list[str]]:
         yield [values[QUERY_PORT]]

@@ -106,7 +106,7 @@ class FillDecodeOp:
     engine: Any
 
     async def requests(self, values: dict[str, Any]) -> list[GenerationRequest]:
-        (request,) = self.inner.requests(values)
+        (request,) = await self.inner.requests(values)
         if request.messages is not None:
             text = await self.engine.render_chat(request.messages)
             tokens = await self.engine.tokenize(text, add_special_tokens=False)

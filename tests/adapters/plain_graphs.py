@@ -8,12 +8,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from accel.ir import Graph, Kind
+from accel.ir import Graph, Kind, Schedule
 
-SCHEDULING_ATTRS = frozenset({
-    "micro_batch", "micro_batch_of", "streams", "map_port", "concat_of", "flattens", "warms", "prefix_parts",
-    "shared_prefix", "objective",
-})
+SCHEDULING_ATTRS = frozenset({"concat_of", "flattens", "warms", "prefix_parts", "shared_prefix"})
+"""Notes the passes leave on the nodes they make or change; their decisions live in `Node.schedule`."""
 PASS_KINDS = frozenset({Kind.PARTIAL_DECODE, Kind.PARTIAL_PREFILL, Kind.FULL_PREFILL})
 
 
@@ -22,8 +20,8 @@ def scheduling_in(graph: Graph) -> list[str]:
     found = []
     for node in graph.nodes():
         attrs = sorted(SCHEDULING_ATTRS & set(node.attrs))
-        if attrs or node.kind in PASS_KINDS or node.derived is not None:
-            found.append(f"{node.name} [{node.kind.value}] {attrs}")
+        if attrs or node.schedule != Schedule() or node.kind in PASS_KINDS or node.derived is not None:
+            found.append(f"{node.name} [{node.kind.value}] {attrs} {node.schedule}")
     return found
 
 

@@ -65,8 +65,8 @@ def test_llamaindex_ingestion_p_graph_is_plain_and_the_pass_cuts_it(stack: Stack
     assert len(nodes) > 2 and all(n.embedding for n in nodes)
     template = pipeline._template("pipeline", pipeline._plan)
     assert not scheduling_in(template.p_graph)
-    assert template.graph.node("embed").attrs.get("micro_batch")  # stage_decompose's doing
+    assert template.graph.node("embed").schedule.micro_batch  # stage_decompose's doing
     whole = pipeline_of(disabled_passes=["stage_decompose"])
-    assert "micro_batch" not in whole._template("pipeline", whole._plan).graph.node("embed").attrs
+    assert whole._template("pipeline", whole._plan).graph.node("embed").schedule.micro_batch is None
     assert [n.embedding for n in whole.run(documents=[Document(text="heaps keep the smallest item first. " * 40)])] == \
         [n.embedding for n in nodes]

@@ -21,6 +21,7 @@ from accel.ir import (
     Kind,
     Ref,
     Slot,
+    Streams,
 )
 from accel.testing.templates import ModuleTemplate, refine
 
@@ -76,14 +77,10 @@ class FakeEngines:
         return out
 
 
-async def _maybe(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
-
-
 async def _engine_value(node, values: dict[str, Any], engines: FakeEngines) -> Any:
     op = node.op
-    requests = await _maybe(op.requests(values))
-    if node.streams and hasattr(op, "stream"):
+    requests = await op.requests(values)
+    if node.schedule.streams is Streams.DECODE:
         (request,) = requests
         generation = engines.call(node.engine, request)
 
@@ -101,10 +98,11 @@ async def _node_value(node, values: dict[str, Any], engines: FakeEngines) -> Any
     if node.kind is Kind.OUTPUT and node.op is None:
         return values["value"]
     if not node.is_engine:
-        return await _maybe(node.op.compute(values))
-    m = node.attrs.get("micro_batch")
+        compute = node.op.compute
+        return await compute(values) if inspect.iscoroutinefunction(compute) else compute(values)
+    m = node.schedule.micro_batch
     if m:
-        port = node.attrs["batch_port"]
+        port = node.batch_port
         items = list(values[port])
         return [
             await _engine_value(node, {**values, port: items[i : i + m]}, engines) for i in range(0, len(items), m)

@@ -155,8 +155,8 @@ async def test_an_op_that_streams_itself_is_pipelined_by_the_pass(run):
     class Upper:
         inner: DecodeOp
 
-        def requests(self, values):
-            return self.inner.requests(values)
+        async def requests(self, values):
+            return await self.inner.requests(values)
 
         def output(self, values, results):
             return [line.upper() for line in self.inner.output(values, results)]
@@ -168,8 +168,8 @@ async def test_an_op_that_streams_itself_is_pipelined_by_the_pass(run):
     class UpperStream:
         plain: Upper
 
-        def requests(self, values):
-            return self.plain.requests(values)
+        async def requests(self, values):
+            return await self.plain.requests(values)
 
         async def stream(self, values, chunks):
             async for item in StreamDecodeOp(self.plain.inner, "lines").stream(values, chunks):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from accel.ir import CallOp, Graph, GraphBuilder, ItemsOp, Kind, Ref, Role
+from accel.ir import CallOp, Graph, GraphBuilder, ItemsOp, Kind, Ref, Role, Schedule, Streams
 from accel.passes import PassContext, optimize, prune_dependencies, stage_decompose
 
 
@@ -92,7 +92,7 @@ async def test_runtime_size_streams_micro_batches_into_mapped_consumers(run):
     before = embed_then_score(size=None)
     after = stage_decompose(before, PassContext(profiles={"embed": 3}))
     embed, score = after.node("embed"), after.node("score")
-    assert embed.attrs["micro_batch"] == 3 and embed.streams and embed.attrs["batch_port"] == "texts"
+    assert embed.schedule == Schedule(streams=Streams.SLICES, micro_batch=3) and embed.batch_port == "texts"
     assert score.map_port == "vectors"
     assert after.node("best").inputs["scores"] == Ref("score#agg")
     assert after.node("count").inputs["v"] == Ref("embed#agg")
@@ -112,7 +112,7 @@ def test_no_profile_no_split_and_small_inputs_stay_whole():
 
 def test_non_elementwise_consumer_is_not_pipelined():
     after = stage_decompose(embed_then_score(size=None, elementwise=False), PassContext(profiles={"embed": 3}))
-    assert "micro_batch" not in after.node("embed").attrs
+    assert after.node("embed").schedule == Schedule()
     assert any("no batchable consumer" in note for note in after.meta["notes"])
 
 
@@ -145,7 +145,7 @@ async def test_chunk_embedding_is_cut_without_a_pipelined_consumer(run):
     before = embed_then_ingest()
     after = stage_decompose(before, PassContext(profiles={"embed/chunk": 3, "embed/query": 8}))
     embed = after.node("embed")
-    assert embed.attrs["micro_batch"] == 3 and embed.streams
+    assert embed.schedule == Schedule(streams=Streams.SLICES, micro_batch=3)
     assert after.node("attach").inputs["v"] == Ref("embed#agg")  # the attach step still sees every vector
     out_before, eng_before = await run(before, DOCS)
     out_after, eng_after = await run(after, DOCS)
@@ -159,4 +159,4 @@ def test_query_embedding_without_a_pipelined_consumer_stays_whole():
     vectors = b.add(Kind.EMBED, "embed", engine="embed", inputs={"texts": docs}, op=ItemsOp("texts"))
     b.output(b.add(Kind.CALL, "n", inputs={"v": vectors}, op=CallOp(len, blocking=False)))
     after = stage_decompose(b.build(), PassContext(profiles={"embed/chunk": 3, "embed/query": 3}))
-    assert "micro_batch" not in after.node("embed").attrs
+    assert after.node("embed").schedule == Schedule()

@@ -19,7 +19,7 @@ from accel.testing.fakes import FakeEngine
 class Echo:
     """One request per sub-run: the item; the fake engine fails on items starting with "bad"."""
 
-    def requests(self, values):
+    async def requests(self, values):
         return [values["item"]]
 
     def output(self, values, results):

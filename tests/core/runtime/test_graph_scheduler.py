@@ -11,7 +11,7 @@ import pytest
 
 from accel.engines.base import GenerationRequest
 from accel.engines.errors import EngineUnavailable
-from accel.ir import CallOp, GatherOp, GraphBuilder, ItemsOp, Kind, MissingInput, Template
+from accel.ir import CallOp, GatherOp, GraphBuilder, ItemsOp, Kind, MissingInput, Schedule, Streams, Template
 from accel.runtime import EngineLimits
 from accel.testing.fakes import FakeEngine, FakeLLMEngine
 from accel.runtime.runtime import Runtime
@@ -23,7 +23,7 @@ class OneRequest:
 
     label: str
 
-    def requests(self, values):
+    async def requests(self, values):
         return [self.label]
 
     def output(self, values, results):
@@ -32,7 +32,7 @@ class OneRequest:
 
 @dataclass(frozen=True)
 class PromptDecode:
-    def requests(self, values):
+    async def requests(self, values):
         return [GenerationRequest(prompt=str(values["x"]))]
 
     def output(self, values, results):
@@ -43,7 +43,7 @@ class PromptDecode:
 class WordsDecode:
     """A PartialDecode op: streams the reply and yields each complete word as a one-item slice."""
 
-    def requests(self, values):
+    async def requests(self, values):
         return [GenerationRequest(prompt=str(values["x"]))]
 
     async def stream(self, values, chunks):
@@ -91,9 +91,9 @@ def test_independent_branches_overlap(virtual):
 def test_decode_items_pipeline_through_embed_and_search(virtual):
     b = GraphBuilder()
     x = b.input("x")
-    words = b.add(Kind.PARTIAL_DECODE, "expand", engine="llm", inputs={"x": x}, attrs={"streams": True}, op=WordsDecode())
-    vecs = b.add(Kind.EMBED, "embed", engine="embed", inputs={"items": words}, attrs={"map_port": "items", "streams": True}, op=ItemsOp("items"))
-    hits = b.add(Kind.SEARCH, "search", engine="search", inputs={"items": vecs}, attrs={"map_port": "items"}, op=ItemsOp("items"))
+    words = b.add(Kind.PARTIAL_DECODE, "expand", engine="llm", inputs={"x": x}, schedule=Schedule(streams=Streams.DECODE), op=WordsDecode())
+    vecs = b.add(Kind.EMBED, "embed", engine="embed", inputs={"items": words}, schedule=Schedule(streams=Streams.MAPPED, map_port="items"), op=ItemsOp("items"))
+    hits = b.add(Kind.SEARCH, "search", engine="search", inputs={"items": vecs}, schedule=Schedule(map_port="items"), op=ItemsOp("items"))
     b.output(b.add(Kind.AGGREGATE, "flat", inputs={"hits": hits}, op=GatherOp("flatten")))
     template = Template.from_graph(b.graph)
 
@@ -114,8 +114,8 @@ def test_micro_batches_reach_the_consumer_before_the_producer_ends(virtual):
     b = GraphBuilder()
     docs = b.input("docs")
     vecs = b.add(Kind.EMBED, "embed", engine="embed", inputs={"docs": docs},
-                 attrs={"streams": True, "micro_batch": 2, "batch_port": "docs"}, op=ItemsOp("docs"))
-    hits = b.add(Kind.SEARCH, "search", engine="search", inputs={"vecs": vecs}, attrs={"map_port": "vecs"}, op=ItemsOp("vecs"))
+                 attrs={"batch_port": "docs"}, schedule=Schedule(streams=Streams.SLICES, micro_batch=2), op=ItemsOp("docs"))
+    hits = b.add(Kind.SEARCH, "search", engine="search", inputs={"vecs": vecs}, schedule=Schedule(map_port="vecs"), op=ItemsOp("vecs"))
     b.output(b.add(Kind.AGGREGATE, "flat", inputs={"hits": hits}, op=GatherOp("flatten")))
     template = Template.from_graph(b.graph)
 
@@ -251,7 +251,7 @@ def test_cancelling_the_caller_aborts_the_llm_request(virtual):
 def test_cancelling_a_streaming_query_aborts_the_stream(virtual):
     b = GraphBuilder()
     x = b.input("x")
-    words = b.add(Kind.PARTIAL_DECODE, "expand", engine="llm", inputs={"x": x}, attrs={"streams": True}, op=WordsDecode())
+    words = b.add(Kind.PARTIAL_DECODE, "expand", engine="llm", inputs={"x": x}, schedule=Schedule(streams=Streams.DECODE), op=WordsDecode())
     b.output(b.add(Kind.AGGREGATE, "flat", inputs={"w": words}, op=GatherOp("flatten")))
     template = Template.from_graph(b.graph)
 

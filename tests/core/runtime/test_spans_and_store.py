@@ -15,7 +15,7 @@ from accel.runtime.store import ObjectStore
 
 @dataclass(frozen=True)
 class AskOp:
-    def requests(self, values):
+    async def requests(self, values):
         return [GenerationRequest(prompt=" ".join(values["ctx"]))]
 
     def output(self, values, results):
