@@ -36,11 +36,10 @@ TARGETS: dict[str, tuple[str, tuple[str, ...]]] = {
 
 
 def _accept(obj: Any) -> bool:
-    """Not accel's own wrappers (their entry points are the patched ones they inherit)."""
+    """Not accel's own drop-ins (their entry points are the patched ones they inherit)."""
     from accel.adapters.common.dropin import state_of
-    from accel.adapters.llamaindex.query_engine import WrappedQueryEngine
 
-    return not isinstance(obj, WrappedQueryEngine) and state_of(obj) is None
+    return state_of(obj) is None
 
 
 def _loader(module: str, name: str) -> Any:

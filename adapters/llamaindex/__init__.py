@@ -17,13 +17,10 @@ from accel.wrap import register_adapter
 
 from .components import wrap_object
 from .dropin import has_entry_point
-from .indexing import WrappedIndexClass, WrappedIngestionPipeline
-from .query_engine import WrappedQueryEngine
+from .indexing import wrap_index_class, wrap_pipeline
+from .lowered import lower_query_engine
 
 __all__ = [
-    "WrappedIndexClass",
-    "WrappedIngestionPipeline",
-    "WrappedQueryEngine",
     "wrap_llamaindex",
     "wrap_query_engine",
 ]
@@ -49,7 +46,7 @@ def _is_llamaindex(obj: Any) -> bool:
 def _matches(obj: Any) -> bool:
     from llama_index.core.ingestion import IngestionPipeline
 
-    if isinstance(obj, (WrappedQueryEngine, IngestionPipeline)) or state_of(obj) is not None or _is_index_class(obj):
+    if isinstance(obj, IngestionPipeline) or state_of(obj) is not None or _is_index_class(obj):
         return True
     return _is_llamaindex(obj) and has_entry_point(obj)
 
@@ -64,23 +61,24 @@ def wrap_llamaindex(obj: Any, options: WrapOptions | None = None) -> Any:
     options = options or WrapOptions()
     policy, disabled_passes = options.policy, options.disabled_passes
 
-    if isinstance(obj, WrappedQueryEngine) or state_of(obj) is not None:
+    if state_of(obj) is not None:
         return obj  # already accel's
     if isinstance(obj, IngestionPipeline):
-        return WrappedIngestionPipeline(obj, policy=policy, disabled_passes=tuple(disabled_passes))
+        return wrap_pipeline(obj, policy=policy, disabled_passes=tuple(disabled_passes))
     if _is_index_class(obj):
-        return WrappedIndexClass(obj, policy=policy, disabled_passes=tuple(disabled_passes))
+        return wrap_index_class(obj, policy=policy, disabled_passes=tuple(disabled_passes))
     return wrap_query_engine(obj, policy=policy, disabled_passes=disabled_passes)
 
 
 def wrap_query_engine(engine: Any, *, policy: str = "topology", disabled_passes: tuple[str, ...] = ()) -> Any:
-    """A drop-in replacement for `engine`: a `RetrieverQueryEngine` is lowered to primitives;
-    anything else becomes a drop-in of its own class (`components.wrap_object`), lowering the
-    parts it can and running the rest as-is, with `explain()` saying which."""
+    """A drop-in replacement for `engine`: a `RetrieverQueryEngine` drop-in whose query is
+    lowered to primitives (as when it is nested in a router or a chat engine); anything else
+    becomes a drop-in of its own class (`components.wrap_object`), lowering the parts it can
+    and running the rest as-is, with `explain()` saying which."""
     from llama_index.core.query_engine import RetrieverQueryEngine
 
     if type(engine) is RetrieverQueryEngine:
-        return WrappedQueryEngine(engine, policy=policy, disabled_passes=tuple(disabled_passes))
+        return lower_query_engine(engine, policy=policy, disabled_passes=tuple(disabled_passes))
     return wrap_object(engine, policy=policy, disabled_passes=tuple(disabled_passes))
 
 

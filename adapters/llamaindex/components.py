@@ -1,6 +1,6 @@
 """`accel.wrap` for every LlamaIndex object with an entry point: what gets lowered inside it.
 
-    RetrieverQueryEngine            -> WrappedQueryEngine (query_engine.py)
+    RetrieverQueryEngine            -> drop-in; its query lowered (lowered.py, query_engine.py)
     retriever (dense / fusion)      -> lowered retriever drop-in (Embed -> Search on accel)
     CondenseQuestionChatEngine      -> drop-in; its query engine lowered (retrieval + synthesis)
     ContextChatEngine,

@@ -38,8 +38,7 @@ def make_dropin(original: T, state: DropInState, *, overrides: Mapping[str, Any]
         method = overrides.get(name) or getattr(cls, name, None)
         if inspect.isfunction(method):
             namespace[name] = common.entered(name, method)
-    for name, method in overrides.items():
-        namespace.setdefault(name, method)
+    namespace.update({name: method for name, method in overrides.items() if name not in ENTRY_POINTS})
     clone = common.make_dropin(original, state, namespace=namespace, replace=replace)
     runtime = getattr(clone, "_runtime", None)
     if runtime is not None and hasattr(runtime, "track_workflow"):

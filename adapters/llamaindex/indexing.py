@@ -6,32 +6,34 @@
 
     index = accel.wrap(VectorStoreIndex).from_documents(docs, storage_context=ctx, embed_model=embed_model)
 
-`accel.wrap(VectorStoreIndex)` wraps the class, so the call an app already makes keeps its
-name, arguments and result (a real `VectorStoreIndex`); only the embedding runs on accel's
-shared embedder. The index's own constructor then stores the pre-embedded nodes (it embeds
-only nodes without an embedding), so its docstore, index struct and vector-store rows are
-the stock ones. A pipeline is lowered whole, its rows written by the Ingest primitive.
-Flows accel does not lower (a docstore for de-duplication, worker processes, an unbound
-embedding) run the stock code.
+Both are drop-ins (`accel.adapters.common.dropin`): the pipeline's is a copy of it whose class
+is a subclass of `IngestionPipeline` with `run` / `arun` lowered; `accel.wrap(VectorStoreIndex)`
+is a subclass of the class whose `from_documents` is lowered, so the call an app already makes
+keeps its name, arguments and result (a real `VectorStoreIndex`, as calling the subclass
+makes); only the embedding runs on accel's shared embedder. The index's own constructor then
+stores the pre-embedded nodes (it embeds only nodes without an embedding), so its docstore,
+index struct and vector-store rows are the stock ones. A pipeline is lowered whole, its rows
+written by the Ingest primitive. Flows accel does not lower (a docstore for de-duplication,
+worker processes, an unbound embedding) run the stock code.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
-import llama_index.core.instrumentation as instrument
-
+from accel.adapters.common.dropin import DropInState, dropin_class, make_dropin
 from accel.types import Identity, TemplateBuild
 
 from .bindings import Unbound
 from .ingestion import IngestPlan, build_ingest_graph, plan_ingestion, stage_nodes
+from .lowered import _span
 
-dispatcher = instrument.get_dispatcher(__name__)
+T = TypeVar("T")
 
 
 class _Lowered:
-    """Session, plan and cached template shared by the two drop-ins."""
+    """Session, plan and cached template shared by the two drop-ins' lowerings."""
 
     def __init__(self, policy: str, disabled_passes: tuple[str, ...]) -> None:
         from accel.session import get_session
@@ -69,78 +71,104 @@ class _Lowered:
         return "\n".join(lines)
 
 
-class WrappedIngestionPipeline(_Lowered):
-    """Drop-in for an `IngestionPipeline`: `run` / `arun` lowered; everything else is the
-    original's."""
+class PipelineLowering(_Lowered):
+    """The lowered `run` / `arun` of one `IngestionPipeline` drop-in (`wrap_pipeline`); the
+    pipeline it is handed is the drop-in (a copy sharing the original's components)."""
 
     def __init__(self, pipeline: Any, *, policy: str = "topology", disabled_passes: tuple[str, ...] = ()) -> None:
         super().__init__(policy, disabled_passes)
-        self._original = pipeline
         self._plan = plan_ingestion(pipeline.transformations, None, pipeline.vector_store)
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name == "_original":
-            raise AttributeError(name)
-        return getattr(self._original, name)
+    def lowerable(self, pipeline: Any, num_workers: int | None) -> bool:
+        return not isinstance(self._plan, Unbound) and pipeline.docstore is None and not (num_workers and num_workers > 1)
 
-    def _lowerable(self, num_workers: int | None) -> bool:
-        return not isinstance(self._plan, Unbound) and self._original.docstore is None and not (num_workers and num_workers > 1)
-
-    def _inputs(self, documents: Any, nodes: Any, cache_collection: str | None, kwargs: dict[str, Any]) -> dict[str, Any]:
-        pipeline = self._original
+    def _inputs(self, pipeline: Any, documents: Any, nodes: Any, cache_collection: str | None,
+                kwargs: dict[str, Any]) -> dict[str, Any]:
         cache = None if pipeline.disable_cache else pipeline.cache
         inputs = list(pipeline._prepare_inputs(documents, nodes))
         return {"documents": inputs, "options": {"cache": cache, "collection": cache_collection, "kwargs": kwargs}}
 
-    @dispatcher.span
-    def run(self, show_progress: bool = False, documents: Sequence[Any] | None = None, nodes: Sequence[Any] | None = None,
-            cache_collection: str | None = None, in_place: bool = True, store_doc_text: bool = True,
-            num_workers: int | None = None, **kwargs: Any) -> Sequence[Any]:
-        """`IngestionPipeline.run`, with embedding and the store write on accel's engines."""
-        if not self._lowerable(num_workers):
-            return self._original.run(show_progress=show_progress, documents=documents, nodes=nodes,
-                                      cache_collection=cache_collection, in_place=in_place,
-                                      store_doc_text=store_doc_text, num_workers=num_workers, **kwargs)
+    def run(self, pipeline: Any, documents: Any, nodes: Any, cache_collection: str | None,
+            kwargs: dict[str, Any]) -> Sequence[Any]:
         assert isinstance(self._plan, IngestPlan)
-        return self._session.run(self._template("pipeline", self._plan), self._inputs(documents, nodes, cache_collection, kwargs))
+        return self._session.run(self._template("pipeline", self._plan),
+                                 self._inputs(pipeline, documents, nodes, cache_collection, kwargs))
 
-    @dispatcher.span
-    async def arun(self, show_progress: bool = False, documents: Sequence[Any] | None = None,
-                   nodes: Sequence[Any] | None = None, cache_collection: str | None = None, in_place: bool = True,
-                   store_doc_text: bool = True, num_workers: int | None = None, **kwargs: Any) -> Sequence[Any]:
-        """`IngestionPipeline.arun`, lowered as `run` (the store is written by its sync `add`)."""
-        if not self._lowerable(num_workers):
-            return await self._original.arun(show_progress=show_progress, documents=documents, nodes=nodes,
-                                             cache_collection=cache_collection, in_place=in_place,
-                                             store_doc_text=store_doc_text, num_workers=num_workers, **kwargs)
+    async def arun(self, pipeline: Any, documents: Any, nodes: Any, cache_collection: str | None,
+                   kwargs: dict[str, Any]) -> Sequence[Any]:
         assert isinstance(self._plan, IngestPlan)
         return await self._session.arun(self._template("pipeline", self._plan),
-                                        self._inputs(documents, nodes, cache_collection, kwargs))
+                                        self._inputs(pipeline, documents, nodes, cache_collection, kwargs))
 
-    def explain(self) -> str:
+    def explain(self, pipeline: Any) -> str:
         """What runs as primitives, what stays opaque and why, and the e-graph."""
         template = None if isinstance(self._plan, Unbound) else self._template("pipeline", self._plan)
         title = "accel.wrap(IngestionPipeline)"
-        if self._original.docstore is not None:
+        if pipeline.docstore is not None:
             return f"{title}: opaque, run as-is (a docstore de-duplicates documents)"
         return self._describe(title, self._plan, template)
 
 
-class WrappedIndexClass(_Lowered):
-    """`accel.wrap(VectorStoreIndex)`: the class with an accelerated `from_documents`;
-    calling it or reading other attributes goes to the class itself."""
+def wrap_pipeline(pipeline: T, *, policy: str = "topology", disabled_passes: tuple[str, ...] = ()) -> T:
+    """The drop-in for an `IngestionPipeline`: `run` / `arun` lowered where the pipeline can be
+    (else the class's own), everything else the pipeline's own."""
+    base = type(pipeline)
+    lowering = PipelineLowering(pipeline, policy=policy, disabled_passes=disabled_passes)
+
+    def run(self: Any, show_progress: bool = False, documents: Sequence[Any] | None = None,
+            nodes: Sequence[Any] | None = None, cache_collection: str | None = None, in_place: bool = True,
+            store_doc_text: bool = True, num_workers: int | None = None, **kwargs: Any) -> Sequence[Any]:
+        """`IngestionPipeline.run`, with embedding and the store write on accel's engines."""
+        if not lowering.lowerable(self, num_workers):
+            return base.run(self, show_progress=show_progress, documents=documents, nodes=nodes,
+                            cache_collection=cache_collection, in_place=in_place,
+                            store_doc_text=store_doc_text, num_workers=num_workers, **kwargs)
+        return lowering.run(self, documents, nodes, cache_collection, kwargs)
+
+    async def arun(self: Any, show_progress: bool = False, documents: Sequence[Any] | None = None,
+                   nodes: Sequence[Any] | None = None, cache_collection: str | None = None, in_place: bool = True,
+                   store_doc_text: bool = True, num_workers: int | None = None, **kwargs: Any) -> Sequence[Any]:
+        """`IngestionPipeline.arun`, lowered as `run` (the store is written by its sync `add`)."""
+        if not lowering.lowerable(self, num_workers):
+            return await base.arun(self, show_progress=show_progress, documents=documents, nodes=nodes,
+                                   cache_collection=cache_collection, in_place=in_place,
+                                   store_doc_text=store_doc_text, num_workers=num_workers, **kwargs)
+        return await lowering.arun(self, documents, nodes, cache_collection, kwargs)
+
+    def explain(self: Any) -> str:
+        return lowering.explain(self)
+
+    state = DropInState(base.__name__, lowering._session, helper=lowering)
+    return make_dropin(pipeline, state, namespace={"run": _span(base, "run", run), "arun": _span(base, "arun", arun),
+                                                    "explain": explain})
+
+
+def wrap_index_class(cls: type[T], *, policy: str = "topology", disabled_passes: tuple[str, ...] = ()) -> type[T]:
+    """`accel.wrap(VectorStoreIndex)`: a subclass of the class whose `from_documents` is lowered;
+    calling it, or any other classmethod, makes an index of the class itself."""
+    lowering = IndexLowering(cls, policy=policy, disabled_passes=disabled_passes)
+
+    def __new__(klass: type, *args: Any, **kwargs: Any) -> Any:  # noqa: N807
+        return cls(*args, **kwargs)  # not an instance of `klass`: no second `__init__`
+
+    def from_documents(klass: type, *args: Any, **kwargs: Any) -> Any:
+        return lowering.from_documents(*args, **kwargs)
+
+    def explain(klass: type) -> str:
+        return lowering.explain()
+
+    from_documents.__doc__ = lowering.from_documents.__doc__
+    state = DropInState(cls.__name__, lowering._session, helper=lowering)
+    return dropin_class(cls, state, {"__new__": __new__, "from_documents": classmethod(from_documents),
+                                     "explain": classmethod(explain)})
+
+
+class IndexLowering(_Lowered):
+    """The lowered `from_documents` of one `accel.wrap(VectorStoreIndex)` (`wrap_index_class`)."""
 
     def __init__(self, cls: type, *, policy: str = "topology", disabled_passes: tuple[str, ...] = ()) -> None:
         super().__init__(policy, disabled_passes)
         self._cls = cls
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name == "_cls":
-            raise AttributeError(name)
-        return getattr(self._cls, name)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._cls(*args, **kwargs)
 
     def _plan(self, transformations: list[Any], kwargs: dict[str, Any]) -> IngestPlan | Unbound:
         from llama_index.core import Settings

@@ -1,4 +1,4 @@
-"""Lowered components as drop-ins of their own class, for use inside bigger LlamaIndex objects.
+"""Lowered components as drop-ins of their own class, alone or inside bigger LlamaIndex objects.
 
 A chat engine, a router or a sub-question engine calls its components through their own
 methods (`retriever.retrieve`, `query_engine.query`, and for condense-question the stock
@@ -9,8 +9,8 @@ spans are stock code's own) and replace only the step that does the engine work:
 - a retriever (dense `VectorIndexRetriever`, `QueryFusionRetriever` over them) replaces
   `_retrieve` / `_aretrieve`: Embed -> Search (-> fusion) on accel's runtime, the graph of
   `retrieval.py`, so concurrent conversations' embeddings and searches batch together;
-- a `RetrieverQueryEngine` replaces `_query` / `_aquery` with `WrappedQueryEngine`'s lowered
-  query (retrieval, postprocessors and synthesis as primitives).
+- a `RetrieverQueryEngine` replaces `_query` / `_aquery` with its `LoweredQuery` (retrieval,
+  postprocessors and synthesis as primitives).
 
 Inputs accel does not lower (a bundle carrying its own embedding) take the class's own code.
 """
@@ -121,24 +121,33 @@ def lower_retriever(retriever: Any, session: TemplateCompiler, disabled_passes: 
 
 def _query_engine_overrides(cls: type) -> dict[str, Any]:
     def _query(self: Any, query_bundle: Any) -> Any:
-        return state_of(self).helper._query.__wrapped__(query_bundle)
+        return state_of(self).helper.answer(query_bundle)
 
     async def _aquery(self: Any, query_bundle: Any) -> Any:
-        return await state_of(self).helper._aquery.__wrapped__(query_bundle)
+        return await state_of(self).helper.aanswer(query_bundle)
 
-    return {"_query": _span(cls, "_query", _query), "_aquery": _span(cls, "_aquery", _aquery)}
+    def update_prompts(self: Any, prompts_dict: dict[str, Any]) -> None:
+        # the lowered query's templates hold the prompts it was planned with
+        raise NotImplementedError("accel.wrap: update the prompts on the original query engine, then wrap it again")
+
+    def explain(self: Any) -> str:
+        return state_of(self).helper.explain()
+
+    return {"_query": _span(cls, "_query", _query), "_aquery": _span(cls, "_aquery", _aquery),
+            "update_prompts": update_prompts, "explain": explain}
 
 
 _query_engine_classes: dict[type, dict[str, Any]] = {}
 
 
 def lower_query_engine(engine: Any, *, policy: str, disabled_passes: tuple[str, ...]) -> Any:
-    """A `RetrieverQueryEngine` drop-in answering through `WrappedQueryEngine`'s lowering."""
-    from .query_engine import WrappedQueryEngine
+    """A `RetrieverQueryEngine` drop-in answering through its `LoweredQuery` (at the top level
+    and nested in a router, sub-question or chat engine alike)."""
+    from .query_engine import LoweredQuery
 
-    helper = WrappedQueryEngine(engine, policy=policy, disabled_passes=disabled_passes)
+    helper = LoweredQuery(engine, policy=policy, disabled_passes=disabled_passes)
     cls = type(engine)
     overrides = _query_engine_classes.setdefault(cls, _query_engine_overrides(cls))
     kind = DropInState(cls.__name__, helper._session, lowered=["retrieval, postprocessors and synthesis as primitives"],
-                      parts=[helper], helper=helper)  # explained by the helper (`WrappedQueryEngine.explain`)
+                      parts=[helper], helper=helper)  # explained by the helper (`LoweredQuery.explain`)
     return make_dropin(engine, kind, overrides=overrides)

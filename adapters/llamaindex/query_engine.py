@@ -1,8 +1,10 @@
-"""`WrappedQueryEngine`: a `RetrieverQueryEngine` replayed on accel's shared runtime.
+"""`LoweredQuery`: a `RetrieverQueryEngine`'s query replayed on accel's shared runtime.
 
-It is a `BaseQueryEngine`, so `query` / `aquery` keep LlamaIndex's own entry points (query
-spans, QueryStart/End events, callback traces); the spans and events of retrieval, embedding,
-reranking, synthesis and LLM calls are reported by the lowered stages as they run (`events`).
+It answers for the engine's drop-in (`lowered.lower_query_engine`), a `RetrieverQueryEngine`
+whose `_query` / `_aquery` call `answer` / `aanswer`, so `query` / `aquery` keep LlamaIndex's
+own entry points (query spans, QueryStart/End events, callback traces); the spans and events
+of retrieval, embedding, reranking, synthesis and LLM calls are reported by the lowered stages
+as they run (`events`).
 
 A query is one graph run: retrieval, then the synthesis plan (the synthesizer's own repacking
 of the retrieved text) and an Expand node running the synthesis sub-graph it picks
@@ -20,8 +22,6 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
-import llama_index.core.instrumentation as instrument
-from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.schema import MetadataMode, QueryBundle
 
 from accel.ir import CallOp, GraphBuilder, Kind, Ref
@@ -38,7 +38,6 @@ from .retrieval import RetrievalPlan, plan_retrieval
 from .streaming import StreamedRun
 from .synthesis import RunPlanned, SubRun, SynthesisPlan, check_synthesizer
 
-dispatcher = instrument.get_dispatcher(__name__)
 STOCK = object()
 """The synthesis graph's answer when stock code synthesizes (no retrieved node)."""
 
@@ -52,8 +51,8 @@ class QueryState:
     nodes: list[Any] | None = None
 
 
-class WrappedQueryEngine(BaseQueryEngine):
-    """Drop-in for the wrapped query engine; attributes it does not define come from it."""
+class LoweredQuery:
+    """The lowered query of one `RetrieverQueryEngine` (`original`), planned once per wrap."""
 
     def __init__(self, original: Any, *, policy: str = "topology", disabled_passes: tuple[str, ...] = ()) -> None:
         from accel.session import get_session
@@ -64,12 +63,6 @@ class WrappedQueryEngine(BaseQueryEngine):
         self._retrieval: RetrievalPlan = plan_retrieval(original._retriever, original._node_postprocessors)
         self._synthesis, self._synth_opaque = self._plan_synthesis(original._response_synthesizer)
         self._templates: dict[Hashable, Any] = {}
-        super().__init__(callback_manager=original.callback_manager)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name == "_original":
-            raise AttributeError(name)
-        return getattr(self._original, name)
 
     # ---- planning -----------------------------------------------------------------------------
 
@@ -147,8 +140,8 @@ class WrappedQueryEngine(BaseQueryEngine):
         # an empty query has no embedding strings: stock then searches with no vector (and fails its own way)
         return bundle.embedding is None and bundle.custom_embedding_strs is None and bool(bundle.query_str)
 
-    @dispatcher.span
-    def _query(self, query_bundle: QueryBundle) -> Any:
+    def answer(self, query_bundle: QueryBundle) -> Any:
+        """The response to `query_bundle`, as the engine's own `_query` makes it."""
         try:
             with wrapped_run(self._new_run()), events.traced(query_bundle, asynchronous=False):
                 return self._query_lowered(query_bundle)
@@ -157,8 +150,8 @@ class WrappedQueryEngine(BaseQueryEngine):
         except EngineError as err:
             raise self._stock_error(err, asynchronous=False) from err
 
-    @dispatcher.span
-    async def _aquery(self, query_bundle: QueryBundle) -> Any:
+    async def aanswer(self, query_bundle: QueryBundle) -> Any:
+        """The response to `query_bundle`, as the engine's own `_aquery` makes it."""
         try:
             with wrapped_run(self._new_run()), events.traced(query_bundle, asynchronous=True):
                 return await self._aquery_lowered(query_bundle)
@@ -242,16 +235,7 @@ class WrappedQueryEngine(BaseQueryEngine):
         events.synthesis_ended(query_bundle, response)
         return response
 
-    # ---- prompts and explain --------------------------------------------------------------------
-
-    def _get_prompt_modules(self) -> dict[str, Any]:
-        return {}
-
-    def get_prompts(self) -> dict[str, Any]:
-        return self._original.get_prompts()
-
-    def update_prompts(self, prompts_dict: dict[str, Any]) -> None:
-        raise NotImplementedError("accel.wrap: update the prompts on the original query engine, then wrap it again")
+    # ---- explain ------------------------------------------------------------------------------
 
     def explain(self) -> str:
         """What runs as primitives, what stays opaque and why, and the query's e-graph."""

@@ -13,6 +13,7 @@ pytest.importorskip("llama_index.core")
 pytest.importorskip("langchain_postgres")
 
 import accel  # noqa: E402
+from accel.adapters.common.dropin import state_of  # noqa: E402
 from accel.engines.llm.server import ServerHandle  # noqa: E402
 
 TEXTS = ["The heron sleeps through the winter storm.", "Our kettle hums during a quiet morning.",
@@ -67,10 +68,11 @@ def test_both_frameworks_share_one_engine_per_server_model_and_database(
         pg_dsn: str, llm_proxy: Any, vllm_server: ServerHandle, minilm_path: Path, reranker_dir: Path) -> None:
     args = (pg_dsn, llm_proxy.url + "/v1", vllm_server.model, minilm_path, reranker_dir)
     chain, query_engine = accel.wrap(_langchain_app(*args)), accel.wrap(_llamaindex_app(*args))
-    assert chain._session is query_engine._session
+    lowered = state_of(query_engine).helper
+    assert chain._session is lowered._session
     langchain = {node.kind.name: node.engine for node in chain.template.nodes if node.engine}
-    llamaindex = {node.kind.name: node.engine for node in query_engine._retrieval_template().nodes if node.engine}
-    llamaindex["DECODE"] = query_engine._synthesis.engine_name
+    llamaindex = {node.kind.name: node.engine for node in lowered._retrieval_template().nodes if node.engine}
+    llamaindex["DECODE"] = lowered._synthesis.engine_name
     assert set(langchain) >= {"EMBED", "SEARCH", "RERANK", "DECODE"}
     assert {kind: langchain[kind] for kind in llamaindex} == llamaindex
     assert chain.invoke(TEXTS[0]).content and query_engine.query(TEXTS[0]).response

@@ -34,8 +34,8 @@ class Fired:
 
 
 def _method(span_id: str) -> str:
-    """`Class.method` of a span id (`Class.method-<uuid>`); the wrapper named as the stock engine."""
-    return span_id[: -len("-00000000-0000-0000-0000-000000000000")].replace("WrappedQueryEngine", "RetrieverQueryEngine")
+    """`Class.method` of a span id (`Class.method-<uuid>`)."""
+    return span_id[: -len("-00000000-0000-0000-0000-000000000000")]
 
 
 def event_tree(log: list[tuple[Any, ...]]) -> list[Fired]:

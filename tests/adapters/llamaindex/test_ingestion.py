@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import accel
-from accel.adapters.llamaindex import WrappedIndexClass, WrappedIngestionPipeline
+from accel.adapters.common.dropin import state_of
+from accel.adapters.llamaindex.indexing import IndexLowering, PipelineLowering
 
 from .conftest import Recorder
 
@@ -70,7 +71,8 @@ def test_pipeline_writes_the_stock_rows(pg_dsn: str, embed_model: Any, recorder:
     stock_nodes = IngestionPipeline(transformations=[splitter(), embed_model], vector_store=stock_store).run(documents=documents())
     stock_events = recorder.take()
     fast = accel.wrap(IngestionPipeline(transformations=[splitter(), embed_model], vector_store=fast_store))
-    assert isinstance(fast, WrappedIngestionPipeline)
+    assert type(fast) is not IngestionPipeline and isinstance(fast, IngestionPipeline)
+    assert isinstance(state_of(fast).helper, PipelineLowering)
     fast_nodes = fast.run(documents=documents())
     assert [n.node_id for n in fast_nodes] == [n.node_id for n in stock_nodes]
     assert_same_rows(rows(pg_dsn, stock_store), rows(pg_dsn, fast_store))
@@ -121,7 +123,8 @@ def test_from_documents_builds_the_stock_index(pg_dsn: str, embed_model: Any) ->
 
     stock_store, stock_index = build(VectorStoreIndex)
     wrapped = accel.wrap(VectorStoreIndex)
-    assert isinstance(wrapped, WrappedIndexClass)
+    assert wrapped is not VectorStoreIndex and issubclass(wrapped, VectorStoreIndex)
+    assert isinstance(state_of(wrapped).helper, IndexLowering)
     fast_store, fast_index = build(wrapped)
     assert type(fast_index) is VectorStoreIndex
     assert_same_rows(rows(pg_dsn, stock_store), rows(pg_dsn, fast_store))

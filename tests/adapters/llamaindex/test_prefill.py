@@ -12,6 +12,8 @@ import pytest
 import accel
 from accel.ir import warmed_ids
 
+from .test_query_engine import lowered
+
 REFINE_HEAD = "The original query is as follows: "
 
 
@@ -24,7 +26,7 @@ def long_question() -> str:
 
 def refine_calls(fast: Any, question: str, monkeypatch: pytest.MonkeyPatch) -> tuple[list[Any], list[Any]]:
     """Run `question`; return the (request, result) pairs of refine decodes and of warm-ups."""
-    engine = fast._session.get_engine(fast._synthesis.engine_name)
+    engine = lowered(fast)._session.get_engine(lowered(fast)._synthesis.engine_name)
     seen: list[tuple[Any, Any]] = []
     run = engine.run
 
@@ -77,7 +79,7 @@ def instructed_engine(pg_index: Any, llm: Any) -> Any:
 
 def synthesis_calls(fast: Any, question: str, monkeypatch: pytest.MonkeyPatch) -> tuple[list[Any], list[Any]]:
     """Run `question`; return the (request, result) pairs of warm-ups and of answer calls."""
-    engine = fast._session.get_engine(fast._synthesis.engine_name)
+    engine = lowered(fast)._session.get_engine(lowered(fast)._synthesis.engine_name)
     seen: list[tuple[Any, Any]] = []
     run = engine.run
 
@@ -104,7 +106,7 @@ def test_answer_prompt_head_is_prefilled_while_retrieval_runs(pg_index: Any, llm
     explained = fast.explain()
     assert "query e-graph" in explained and "synthesize [Expand]" in explained
     assert "synthesize: first 1 prompt part(s) prefilled early by synthesize#warm" in explained
-    graph = fast._query_template().graph
+    graph = lowered(fast)._query_template().graph
     warm = graph.node("synthesize#warm")
     assert warm.kind is Kind.PARTIAL_PREFILL and not graph.preds(warm.name)  # starts with the query
     retrieval = [n.name for n in graph.nodes() if n.kind in (Kind.EMBED, Kind.SEARCH)]
@@ -113,7 +115,7 @@ def test_answer_prompt_head_is_prefilled_while_retrieval_runs(pg_index: Any, llm
     warmups, answers = synthesis_calls(fast, question, monkeypatch)
     assert warmups and len(answers) == 1  # (share_prefixes may warm the head again inside the sub-run: a cache hit)
     warmed = len(warmed_ids(warmups[0][0]))  # the first warm-up: the one beside retrieval
-    block = fast._session.get_engine(fast._synthesis.engine_name).block_size
+    block = lowered(fast)._session.get_engine(lowered(fast)._synthesis.engine_name).block_size
     assert warmed >= 2 * block and warmed % block == 0
     assert answers[0][1].cached_tokens >= warmed  # the first synthesis call found the head in the cache
     assert fast.query(question).response == engine.query(question).response

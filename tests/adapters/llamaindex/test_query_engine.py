@@ -9,9 +9,17 @@ from typing import Any
 import pytest
 
 import accel
-from accel.adapters.llamaindex import WrappedQueryEngine
+from accel.adapters.common.dropin import state_of
+from accel.adapters.llamaindex.query_engine import LoweredQuery
 
 from .conftest import QUESTIONS, llm_bodies
+
+
+def lowered(fast: Any) -> LoweredQuery:
+    """The lowered query a wrapped `RetrieverQueryEngine` answers with."""
+    state = state_of(fast)
+    assert state is not None and isinstance(state.helper, LoweredQuery)
+    return state.helper
 
 
 def assert_same_response(stock: Any, fast: Any) -> None:
@@ -25,7 +33,8 @@ def assert_same_response(stock: Any, fast: Any) -> None:
 
 def compare(engine: Any, proxy: Any, questions: list[str] = QUESTIONS[:2]) -> None:
     fast = accel.wrap(engine)
-    assert isinstance(fast, WrappedQueryEngine)
+    assert type(fast) is not type(engine) and isinstance(fast, type(engine))
+    lowered(fast)
     proxy.recorder.take()
     stock_answers = [engine.query(q) for q in questions]
     stock_requests = llm_bodies(proxy)

@@ -15,7 +15,7 @@ import accel
 
 from ..tcp_proxy import TcpProxy, tcp_proxy
 from .conftest import QUESTIONS, llm_bodies, make_llm
-from .test_query_engine import assert_same_response
+from .test_query_engine import assert_same_response, lowered
 
 pytestmark = pytest.mark.engines
 
@@ -111,7 +111,7 @@ def long_answers(pg_index: Any, vllm_server: Any, monkeypatch: Any):
     with tcp_proxy(vllm_server.base_url, pause_after=8) as proxy:
         long = make_llm(proxy, vllm_server, max_tokens=1000)
         fast = accel.wrap(pg_index.as_query_engine(llm=long, similarity_top_k=2, streaming=True))
-        engine = fast._session.get_engine(fast._synthesis.engine_name)
+        engine = lowered(fast)._session.get_engine(lowered(fast)._synthesis.engine_name)
         aborted: list[str] = []
 
         async def abort(request_id: str) -> None:
