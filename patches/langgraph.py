@@ -37,7 +37,9 @@ def _make(name: str, original: Any) -> Any:
 
 
 def _accept(graph: Any) -> bool:
-    return getattr(type(graph), "_accel", None) is None  # an accelerated graph is already wrapped
+    from accel.adapters.common.dropin import state_of
+
+    return state_of(graph) is None  # an accelerated graph is already wrapped
 
 
 _PATCH = MethodPatch(_pregel_class, METHODS, _make, accept=_accept)

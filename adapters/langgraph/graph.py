@@ -1,10 +1,10 @@
 """`accel.wrap(compiled_graph)`: the same graph, run by LangGraph's own Pregel loop, as a program.
 
-The drop-in is a copy of the compiled graph (`graph.copy()`, sharing nodes, channels and the
-checkpointer, plus the instance attributes `copy()` drops) whose class is a subclass made for
-it, named as the original's class: it is still a `Pregel` / `CompiledStateGraph` (subgraph
-use, `get_state`, `update_state`, `with_config`, drawing and serialising work as stock) and
-only its entry points differ. Each top-level call enters a `WrappedRun` whose
+The drop-in (`accel.adapters.common.dropin`) is a copy of the compiled graph (`graph.copy()`,
+sharing nodes, channels and the checkpointer, plus the instance attributes `copy()` drops)
+whose class is a subclass made for it, named as the original's class: it is still a `Pregel` /
+`CompiledStateGraph` (subgraph use, `get_state`, `update_state`, `with_config`, drawing and
+serialising work as stock) and only its entry points differ. Each top-level call enters a `WrappedRun` whose
 `remaining_depth` reads the node running in the calling context, so the engine calls that node
 functions make are captured by the floor, batch across runs and carry depth priorities.
 `invoke`/`ainvoke` run inside the run (the stream their stock body opens needs no program of
@@ -30,6 +30,7 @@ import contextvars
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
+from accel.adapters.common.dropin import DropInState, make_dropin, state_of
 from accel.adapters.common.floor import values
 from accel.adapters.langgraph.structure import GraphStructure, explain_structure, read_structure, task_of
 from accel.options import WrapOptions
@@ -39,8 +40,8 @@ from accel.scope import WrappedRun, context_with, current_run, wrapped_run
 
 
 class _Accel:
-    """What the drop-in class carries (class attributes: `Pregel.copy` passes every instance
-    attribute to `__init__`)."""
+    """How the drop-in runs its calls as programs (its `DropInState`'s helper, on the class:
+    `Pregel.copy` passes every instance attribute to `__init__`)."""
 
     def __init__(self, original: Any, structure: GraphStructure, session: Any, options: WrapOptions) -> None:
         self.original = original
@@ -101,7 +102,7 @@ def wrap_graph(graph: Any, options: WrapOptions) -> Any:
     from accel.adapters.common import floor
     from accel.session import get_session
 
-    if getattr(type(graph), "_accel", None) is not None:
+    if state_of(graph) is not None:
         return graph
     floor.install()
     accel = _Accel(graph, read_structure(graph), get_session(policy=options.policy), options)
@@ -110,10 +111,14 @@ def wrap_graph(graph: Any, options: WrapOptions) -> Any:
         note_unused("langgraph", [name for name in options.non_default() if name != "policy"
                                   and (name != "disabled_passes" or set(options.disabled_passes) - {learned_prefill.NAME})])
     update = {"nodes": nodes} if accel.lowered else {}
-    fast = graph.copy(update)
-    _carry_state(graph, fast, update)
-    fast.__class__ = _accelerated_class(type(graph), accel)
-    return fast
+
+    def copy(original: Any) -> Any:
+        fast = original.copy(update)
+        _carry_state(original, fast, update)
+        return fast
+
+    state = DropInState(accel.name, accel.session, lowered=sorted(accel.lowered), model=accel.model, helper=accel)
+    return make_dropin(graph, state, namespace=_entry_points(type(graph), accel), copy=copy)
 
 
 def _carry_state(graph: Any, fast: Any, update: dict[str, Any]) -> None:
@@ -163,7 +168,8 @@ _invoking: contextvars.ContextVar[Any] = contextvars.ContextVar("accel_graph_inv
 streams through `self.stream` / `self.astream`, which then need no program of their own."""
 
 
-def _accelerated_class(base: type, accel: _Accel) -> type:
+def _entry_points(base: type, accel: _Accel) -> dict[str, Any]:
+    """The drop-in class's own attributes: `base`'s entry points run as programs."""
     def invoke(self: Any, input: Any, config: Any = None, **kwargs: Any) -> Any:
         with accel.program(input):
             token = _invoking.set(self)
@@ -209,16 +215,12 @@ def _accelerated_class(base: type, accel: _Accel) -> type:
     def __repr__(self: Any) -> str:
         return f"accel.wrap({base.__repr__(self)})"
 
-    namespace = {
-        "_accel": accel, "invoke": invoke, "ainvoke": ainvoke, "stream": stream, "astream": astream,
+    return {
+        "invoke": invoke, "ainvoke": ainvoke, "stream": stream, "astream": astream,
         "stream_events": stream_events, "astream_events": astream_events, "explain": explain,
         "__repr__": __repr__, "original": property(lambda self: accel.original),
         "structure": property(lambda self: accel.structure),
-        # the original's identity where LangChain / LangGraph serialise or draw the graph
-        # (`to_json` ids are `type(graph).__module__` and `__name__`)
-        "__module__": base.__module__, "__qualname__": f"Accel{base.__qualname__}",
     }
-    return type(base.__name__, (base,), namespace)
 
 
 def _own_stream(graph: Any) -> bool:
