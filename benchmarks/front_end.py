@@ -38,9 +38,11 @@ def _thread_cpu_s(ident: int) -> float | None:
         return None
 
 
-def sample() -> CpuSample:
-    """This process's CPU time so far, and accel's loop thread's when one runs."""
-    thread = _loop_thread()
+def sample(thread: threading.Thread | None = None) -> CpuSample:
+    """This process's CPU time so far, and the loop thread's (`thread`, by default accel's
+    session loop when one runs: the harness shuts sessions down between systems, so there is
+    one at most)."""
+    thread = thread or _loop_thread()
     ident = thread.ident if thread is not None else None
     return CpuSample(time.process_time(), _thread_cpu_s(ident) if ident is not None else None, ident)
 
