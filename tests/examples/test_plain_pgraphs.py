@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import accel
+from accel.adapters.common.dropin import state_of
 from accel.benchmarks.apps import EXAMPLES
 from accel.benchmarks.drivers import driver_for
 from accel.benchmarks.workload import build_workload
@@ -63,10 +64,12 @@ def test_llamaindex_ingestion_p_graph_is_plain_and_the_pass_cuts_it(stack: Stack
     pipeline = pipeline_of()
     nodes = pipeline.run(documents=[Document(text="heaps keep the smallest item first. " * 40)])
     assert len(nodes) > 2 and all(n.embedding for n in nodes)
-    template = pipeline._template("pipeline", pipeline._plan)
+    lowering = state_of(pipeline).helper  # the drop-in's PipelineLowering
+    template = lowering._template("pipeline", lowering._plan)
     assert not scheduling_in(template.p_graph)
     assert template.graph.node("embed").schedule.micro_batch  # stage_decompose's doing
     whole = pipeline_of(disabled_passes=["stage_decompose"])
-    assert whole._template("pipeline", whole._plan).graph.node("embed").schedule.micro_batch is None
+    whole_lowering = state_of(whole).helper
+    assert whole_lowering._template("pipeline", whole_lowering._plan).graph.node("embed").schedule.micro_batch is None
     assert [n.embedding for n in whole.run(documents=[Document(text="heaps keep the smallest item first. " * 40)])] == \
         [n.embedding for n in nodes]

@@ -116,8 +116,14 @@ async def test_abort_and_cancel_close_the_stream(client):
             if chunks == 1:
                 await client.abort("srv-abort")
     assert chunks < 1500
-    task = asyncio.create_task(client.generate(GenerationRequest(prompt="def f():", params=long)))
-    await asyncio.sleep(0.5)  # let the request start streaming before cancelling it
+    streaming = asyncio.Event()
+
+    async def generate() -> None:  # `generate`, with word of its first chunk
+        async for _ in client.stream(GenerationRequest(prompt="def f():", params=long)):
+            streaming.set()
+
+    task = asyncio.create_task(generate())
+    await asyncio.wait_for(streaming.wait(), 120)  # cancelled mid-answer, whatever the machine's load
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
