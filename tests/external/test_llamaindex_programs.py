@@ -40,13 +40,27 @@ def history(engine: Any) -> list[tuple[str, str]]:
     return [(m.role.value, m.content) for m in engine.chat_history]
 
 
+class Score(float):
+    """A similarity score equal to another within 1e-5: batched embedding (concurrent
+    conversations) moves scores by float noise, which rounding to 4 digits turned into a
+    difference when a score sat on a rounding boundary (0.4285 against 0.4284)."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, float) and abs(self - other) <= 1e-5
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = float.__hash__
+
+
 def view(response: Any) -> tuple[Any, ...]:
     """What a chat response tells the app: text, source node ids and scores, tool outputs."""
     def nodes(found: list[Any]) -> list[tuple[str, float]]:
-        return [(n.node.node_id, round(n.score or 0.0, 4)) for n in found]
+        return [(n.node.node_id, Score(n.score or 0.0)) for n in found]
 
     # a retriever's tool output holds str(nodes), scores in full: batched embedding (concurrent
-    # conversations) moves them by float noise, so its nodes are compared as ids and rounded scores
+    # conversations) moves them by float noise, so its nodes are compared as ids and scores to 1e-5
     sources = [(s.tool_name, nodes(s.raw_output) if isinstance(s.raw_output, list) else s.content, str(s.raw_input))
                for s in response.sources]
     return response.response, nodes(response.source_nodes), sources
