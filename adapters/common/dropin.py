@@ -22,13 +22,14 @@ import asyncio
 import copy as copying
 import functools
 import inspect
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from accel.adapters.common.floor import values
 from accel.scope import WrappedRun, wrapped_run
-from accel.types import ProgramLearner
+from accel.types import ProgramLearner, Template
 
 T = TypeVar("T")
 STATE_ATTR = "__accel__"
@@ -46,6 +47,13 @@ class DropInState:
     parts: list[Any] = field(default_factory=list)  # lowered components, explained below
     helper: Any = None  # what a lowered drop-in runs instead of the class's own code
     model: ProgramLearner | None = None  # learned prefill over the object's own code (`Session.learner`)
+    # what `accel.batch` reads (`accel.consolidate`): the template its share scope runs over and
+    # the counters it reports to; the app's own `batch` / `abatch` (a Runnable: `own_batch`), or
+    # the (sync, async) entry point it calls once per input (`entry`; neither: no batch)
+    template: Template | None = None
+    counters: Counter[str] | None = None
+    own_batch: bool = False
+    entry: tuple[str, str] | None = None
 
     def explain(self) -> str:
         lines = [f"accel.wrap({self.kind}): drop-in of the same class; its own code runs inside a wrapped run"]

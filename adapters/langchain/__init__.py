@@ -19,15 +19,16 @@ def _matches(obj: Any) -> bool:
 
 
 def wrap_runnable(runnable: Any, options: WrapOptions | None = None) -> Any:
-    """`accel.wrap` for a LangChain Runnable (already wrapped ones are returned unchanged)."""
+    """`accel.wrap` for a LangChain Runnable: a drop-in of its own class
+    (`accel.adapters.langchain.dropin`); a drop-in is returned unchanged."""
     from accel.adapters.common import floor
-    from accel.adapters.langchain.runnable import WrappedRunnable
+    from accel.adapters.common.dropin import state_of
+    from accel.adapters.langchain.dropin import wrap_chain
 
     floor.install()  # engine-call capture inside its runs (idempotent; inert outside them)
-    if isinstance(runnable, WrappedRunnable):
+    if state_of(runnable) is not None:
         return runnable
-    options = options or WrapOptions()
-    return WrappedRunnable(runnable, policy=options.policy, disabled_passes=options.disabled_passes, fallback=options.fallback)
+    return wrap_chain(runnable, options or WrapOptions())
 
 
 register_adapter(_matches, wrap_runnable, name="langchain")

@@ -25,6 +25,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+from accel.adapters.common.dropin import state_of
 from accel.adapters.langchain.model_lowering import ModelLowering, is_model
 from accel.adapters.langchain.models import ModelBinding
 from accel.adapters.langchain.ops import BranchOp, EachOp, FnOp, InvokeOp, assign_merge, require_dict
@@ -242,6 +243,8 @@ class Capture(ModelLowering):
         from langchain_core.runnables.base import RunnableEach
         from langchain_core.runnables.passthrough import RunnableAssign, RunnablePick
 
+        if state_of(runnable) is not None:
+            raise Opaque("an accel.wrap drop-in: runs its own (accelerated) entry points")
         composite = isinstance(runnable, RunnableSequence) or type(runnable) in (RunnableParallel, RunnableAssign, RunnableBranch, RunnableEach)
         if composite and not self.has_engine_work(runnable):
             raise Opaque("no engine work inside: runs as-is, with its own run tree")

@@ -1,4 +1,9 @@
-"""`WrappedRunnable`: the accelerated chain, usable wherever the original Runnable was.
+"""`LoweredChain`: how a wrapped chain runs, the helper its drop-in's entry points call.
+
+`accel.wrap(runnable)` returns a drop-in of the chain's own class (`accel.adapters.langchain.dropin`):
+a shallow copy whose entry points call the wrap's `LoweredChain` (held on the drop-in class's
+`DropInState`, never on the instance), passing the drop-in itself so LangChain's own
+`Runnable` machinery (`_call_with_config`, `batch`, ...) opens the call's runs on it.
 
 Two ways to run, decided once at wrap time:
 
@@ -6,7 +11,7 @@ Two ways to run, decided once at wrap time:
   `astream` run the captured template on the shared session under a callback run named like
   the original. The code accel does not lower runs where stock runs it, on the caller's thread
   or loop (`accel.caller`), so thread-locals, loop-bound clients and callbacks see what stock
-  shows them. `batch` / `abatch` come from `Runnable` on top of them, so concurrent queries
+  shows them. `batch` / `abatch` are `Runnable`'s on top of them, so concurrent queries
   batch together on the session's engines. A call whose listeners only stock serves as
   stock (a streaming handler; an async one in an async call: `streaming.stock_listener`)
   runs the stock chain with its engine calls captured.
@@ -28,6 +33,7 @@ import logging
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import aclosing, closing, contextmanager
+from functools import partial
 from typing import Any
 
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -37,7 +43,7 @@ from accel.adapters.common.errors import stock_embed_error, stock_llm_error, sto
 from accel.adapters.common.explain import draw, explain_text
 from accel.adapters.langchain.capture import Capture, Step
 from accel.adapters.langchain.runs import RunTree
-from accel.adapters.langchain.stock_runs import END, StockRuns, adelegate, delegate, stock_anext, stock_next
+from accel.adapters.langchain.stock_runs import END, StockRuns, stock_anext, stock_next
 from accel.adapters.langchain.structure import peel_root, python_only
 from accel.adapters.langchain.streaming import Chunks, chat_result, stock_listener
 from accel.caller import LoopCaller, ThreadCaller
@@ -45,17 +51,17 @@ from accel.engines.errors import EngineError
 from accel.ir.expand import has_engine_work
 from accel.ir.graph import Graph
 from accel.registry import TemplateCompiler
-from accel.scope import WrappedRun, context_with, stock_call, wrapped_run
-from accel.types import Identity, TemplateBuild
+from accel.scope import context_with, stock_call, wrapped_run
+from accel.types import Identity, Template, TemplateBuild
 
 log = logging.getLogger("accel.adapters.langchain")
 
-# the entry points that run the original's own code when nothing is lowered
-_DELEGATED = ("invoke", "batch", "stream", "transform", "batch_as_completed")
-_ADELEGATED = ("ainvoke", "abatch", "astream", "atransform", "abatch_as_completed", "astream_log", "astream_events")
 
+class LoweredChain(StockRuns):
+    """One wrap of `original`: its capture, template and counters, and the lowered entry points
+    (each takes the drop-in it runs for as `runnable`). With `lowered` False the drop-in runs
+    the original's own entry points (`stock_runs.delegate`) and none of these is called."""
 
-class WrappedRunnable(StockRuns, Runnable[Any, Any]):
     def __init__(self, original: Runnable, *, policy: str = "topology", disabled_passes: Iterable[str] = (), fallback: bool = True) -> None:
         from accel.session import get_session
 
@@ -67,7 +73,7 @@ class WrappedRunnable(StockRuns, Runnable[Any, Any]):
         root, self._layers = peel_root(original)
         self._root = root  # what runs once the outer bindings are applied (`_bind`)
         self._disabled_passes = tuple(disabled_passes)
-        self._template = None
+        self._template: Template | None = None
         if python_only(root):  # nothing to lower, known without a capture (explain() makes one)
             self.lowered, self._steps = False, None
             self._run_as_is()
@@ -90,37 +96,15 @@ class WrappedRunnable(StockRuns, Runnable[Any, Any]):
             self._run_as_is()
 
     def _run_as_is(self) -> None:
-        """Nothing is lowered: every entry point is the original's own (`stock_runs.delegate`)."""
         log.info("accel.wrap(%s): no engine work accel can lower; the chain runs as-is", self.name)
-        for name in _DELEGATED:
-            setattr(self, name, delegate(self, name))
-        for name in _ADELEGATED:
-            setattr(self, name, adelegate(self, name))
-
-    def __getattr__(self, name: str) -> Any:
-        """Attributes the wrapper does not define are the original's (`steps`, `first`, ...)."""
-        if name.startswith("_") or name == "original":
-            raise AttributeError(name)
-        return getattr(self.original, name)
-
-    # ---- schema: as the original --------------------------------------------------------
 
     @property
-    def InputType(self) -> Any:  # noqa: N802 (LangChain's name)
-        return self.original.InputType
+    def session(self) -> Any:
+        return self._session
 
     @property
-    def OutputType(self) -> Any:  # noqa: N802
-        return self.original.OutputType
-
-    def get_input_schema(self, config: RunnableConfig | None = None) -> Any:
-        return self.original.get_input_schema(config)
-
-    def get_output_schema(self, config: RunnableConfig | None = None) -> Any:
-        return self.original.get_output_schema(config)
-
-    def get_graph(self, config: RunnableConfig | None = None) -> Any:
-        return self.original.get_graph(config)
+    def template(self) -> Template | None:
+        return self._template
 
     # ---- execution (lowered) ------------------------------------------------------------
 
@@ -141,21 +125,21 @@ class WrappedRunnable(StockRuns, Runnable[Any, Any]):
             return "kwargs for a lowered first step"
         return self._unsupported.get(entry)
 
-    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+    def invoke(self, runnable: Runnable, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         config, kwargs = self._bind(config, kwargs)
         if why := self._stock_only(kwargs, "sync"):
             return self._stock(why, "invoke", input, config, **kwargs)
         if why := stock_listener(config, asynchronous=False):
             return self._stock(why, "invoke", input, config, captured=True, **kwargs)
-        return self._under_root_run(self._call_with_config, self._invoke, input, config, **kwargs)
+        return self._under_root_run(partial(Runnable._call_with_config, runnable), self._invoke, input, config, **kwargs)
 
-    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+    async def ainvoke(self, runnable: Runnable, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         config, kwargs = self._bind(config, kwargs)
         if why := self._stock_only(kwargs, "async"):
             return await self._astock(why, "ainvoke", input, config, **kwargs)
         if why := stock_listener(config, asynchronous=True):
             return await self._astock(why, "ainvoke", input, config, captured=True, **kwargs)
-        return await self._under_root_run(self._acall_with_config, self._ainvoke, input, config, **kwargs)
+        return await self._under_root_run(partial(Runnable._acall_with_config, runnable), self._ainvoke, input, config, **kwargs)
 
     def _under_root_run(self, with_config: Callable[..., Any], fn: Callable[..., Any], input: Any, config: RunnableConfig | None,
                         **kwargs: Any) -> Any:
@@ -167,19 +151,23 @@ class WrappedRunnable(StockRuns, Runnable[Any, Any]):
             return fn(input, _CallRun(config), config, **kwargs)
         return with_config(fn, input, config, **kwargs)
 
-    def batch(self, inputs: list[Any], config: Any = None, *, return_exceptions: bool = False, **kwargs: Any) -> list[Any]:
+    def batch(self, runnable: Runnable, inputs: list[Any], config: Any = None, *, return_exceptions: bool = False,
+              **kwargs: Any) -> list[Any]:
+        """`Runnable.batch` over the drop-in's `invoke`, one share scope (a sequence's own batch
+        would batch step by step)."""
         if self._own_batch:
             why = f"{', '.join(self._own_batch)} batch(es) on their own"
             return self._stock(why, "batch", inputs, config, return_exceptions=return_exceptions, target=self.original, **kwargs)
         with self._session.share(self._template, self.counters):  # issue 13: the batch's identical requests run once
-            return super().batch(inputs, config, return_exceptions=return_exceptions, **kwargs)
+            return Runnable.batch(runnable, inputs, config, return_exceptions=return_exceptions, **kwargs)
 
-    async def abatch(self, inputs: list[Any], config: Any = None, *, return_exceptions: bool = False, **kwargs: Any) -> list[Any]:
+    async def abatch(self, runnable: Runnable, inputs: list[Any], config: Any = None, *, return_exceptions: bool = False,
+                     **kwargs: Any) -> list[Any]:
         if self._own_batch:
             why = f"{', '.join(self._own_batch)} batch(es) on their own"
             return await self._astock(why, "abatch", inputs, config, return_exceptions=return_exceptions, target=self.original, **kwargs)
         with self._session.share(self._template, self.counters):  # issue 13: the batch's identical requests run once
-            return await super().abatch(inputs, config, return_exceptions=return_exceptions, **kwargs)
+            return await Runnable.abatch(runnable, inputs, config, return_exceptions=return_exceptions, **kwargs)
 
     def _query(self, input: Any, run_manager: Any, config: RunnableConfig, caller: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
         """The graph inputs of one call; "runs" rebuilds the lowered components' callback runs
@@ -230,7 +218,7 @@ class WrappedRunnable(StockRuns, Runnable[Any, Any]):
         self.counters["stock fallbacks"] += 1
         _fallback_event(self.name, err)
 
-    def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[Any]:
+    def stream(self, runnable: Runnable, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[Any]:
         config, kwargs = self._bind(config, kwargs)
         if why := self._stock_only(kwargs, "sync"):
             yield from self._stock_stream(why, input, config, **kwargs)
@@ -248,13 +236,13 @@ class WrappedRunnable(StockRuns, Runnable[Any, Any]):
             return opened[-1]
 
         try:
-            yield from self._under_root_run(lambda fn, inputs, cfg: self._transform_stream_with_config(inputs, fn, cfg),
+            yield from self._under_root_run(lambda fn, inputs, cfg: Runnable._transform_stream_with_config(runnable, inputs, fn, cfg),
                                             transform, iter([input]), config)
         finally:
             for generator in opened:
                 generator.close()
 
-    async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
+    async def astream(self, runnable: Runnable, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
         config, kwargs = self._bind(config, kwargs)
         why, captured = self._stock_only(kwargs, "async"), False
         if why is None:
@@ -273,7 +261,7 @@ class WrappedRunnable(StockRuns, Runnable[Any, Any]):
             return self._astream(inputs, run_manager, config, kwargs)
 
         # closed explicitly: leaving early must cancel the query now, not when the GC gets to it
-        chunks_of = self._under_root_run(lambda fn, inputs, cfg: self._atransform_stream_with_config(inputs, fn, cfg),
+        chunks_of = self._under_root_run(lambda fn, inputs, cfg: Runnable._atransform_stream_with_config(runnable, inputs, fn, cfg),
                                          transform, one(), config)
         async with aclosing(chunks_of) as chunks:
             async for chunk in chunks:
@@ -339,13 +327,6 @@ class WrappedRunnable(StockRuns, Runnable[Any, Any]):
             return "\n".join(lines + (["", "counters:", *counters] if counters else []))
         text = explain_text(title, self._steps, self._template) + f"\n\nengine limits: {self._session.limits_source}"
         return text + ("\n\ncounters:\n" + "\n".join(counters) if counters else "")
-
-    @property
-    def template(self) -> Any:
-        return self._template
-
-    def __repr__(self) -> str:
-        return f"accel.wrap({self.original!r})"
 
 
 class _CallRun:

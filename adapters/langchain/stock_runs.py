@@ -21,7 +21,7 @@ END = object()
 
 
 class StockRuns:
-    """The stock path of `WrappedRunnable`: what it needs of it is its name, session, counters,
+    """The stock path of `LoweredChain`: what it needs of it is its name, session, counters,
     bound root (`_root`) and original."""
 
     name: str

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from accel.adapters.common.classes import loaded_class
+from accel.adapters.common.dropin import state_of
 
 TRACING_ONLY = frozenset({"tags", "metadata", "run_name"})
 """Config keys that only name and annotate a component's own run: a binding carrying only
@@ -58,6 +59,8 @@ def has_own_batch(runnable: Any) -> bool:
     from calling `invoke` per input (an LLM's single generate call, retries, fallbacks, ...)."""
     from langchain_core.runnables import Runnable, RunnableBinding, RunnableLambda, RunnableParallel, RunnableSequence
 
+    if state_of(runnable) is not None:  # a drop-in: its batch is its own
+        return True
     if isinstance(runnable, RunnableSequence):
         return any(has_own_batch(step) for step in runnable.steps)
     if isinstance(runnable, RunnableParallel):
@@ -82,6 +85,8 @@ def python_only(runnable: Any) -> bool:
 
     def plain(part: Any) -> bool:
         kind = type(part)
+        if state_of(part) is not None:  # a drop-in: accel's, not plain Python
+            return False
         if isinstance(part, RunnableSequence):
             parts = part.steps
         elif kind is RunnableParallel:

@@ -69,7 +69,7 @@ def test_both_frameworks_share_one_engine_per_server_model_and_database(
     args = (pg_dsn, llm_proxy.url + "/v1", vllm_server.model, minilm_path, reranker_dir)
     chain, query_engine = accel.wrap(_langchain_app(*args)), accel.wrap(_llamaindex_app(*args))
     lowered = state_of(query_engine).helper
-    assert chain._session is lowered._session
+    assert state_of(chain).session is lowered._session
     langchain = {node.kind.name: node.engine for node in chain.template.nodes if node.engine}
     llamaindex = {node.kind.name: node.engine for node in lowered._retrieval_template().nodes if node.engine}
     llamaindex["DECODE"] = lowered._synthesis.engine_name

@@ -3,8 +3,7 @@
 one inside a wrapped router are drop-ins of the same family.
 
 Each case builds the app as its page does (real engines, the suite's Postgres) and only wraps
-it: what the drop-ins then answer is the other tests' business. Kinds not yet drop-ins are
-`xfail(strict=True)`, so this file lists what is left and fails once one of them becomes one.
+it: what the drop-ins then answer is the other tests' business.
 """
 
 from __future__ import annotations
@@ -84,30 +83,22 @@ def li_index(base_url: str, model_name: str, minilm_path: str, pydoc_dir: Any) -
             setattr(Settings, name, value)
 
 
-RUNNABLE = pytest.mark.xfail(strict=True, reason="LangChain apps are WrappedRunnables, not drop-ins of their class "
-                                                 "(issue 28 step 8, WrappedRunnable last)")
-
-
-def _lc(build: Callable[[World], Any]) -> Any:
-    return pytest.param(build, marks=RUNNABLE)
-
-
 CASES: dict[str, Any] = {
     # LangChain: LCEL sequences and bindings, retrievers, RunnableWithMessageHistory, a legacy Chain
-    "lc_cross_encoder_reranker": _lc(lambda w: lc_cross_encoder_reranker.build(w.retriever, w.reranker_dir)),
-    "lc_llm_chain_migration.legacy": _lc(lambda w: lc_llm_chain_migration.legacy(w.base_url, w.model_name)),
-    "lc_llm_chain_migration.lcel": _lc(lambda w: lc_llm_chain_migration.lcel(w.base_url, w.model_name)),
-    "lc_llm_chain_migration.lcel_outer": _lc(lambda w: lc_llm_chain_migration.lcel_outer(w.base_url, w.model_name)),
-    "lc_message_history": _lc(lambda w: lc_message_history.build(w.chat)),
-    "lc_multi_query": _lc(lambda w: lc_multi_query.build(w.store, w.base_url, w.model_name)),
-    "lc_multi_query_custom_prompt": _lc(lambda w: lc_multi_query_custom_prompt.build(w.store, w.base_url, w.model_name)),
-    "lc_pgvector.filtered_retriever": _lc(lambda w: lc_pgvector.filtered_retriever(w.store, sorted(lc_pgvector.FILTERS)[0])),
-    "lc_pgvector.mmr_retriever": _lc(lambda w: lc_pgvector.mmr_retriever(w.store)),
-    "lc_qa_sources": _lc(lambda w: lc_qa_sources.build(w.retriever, w.chat)),
-    "lc_rag_builtin_chains": _lc(lambda w: lc_rag_builtin_chains.build(w.retriever, w.chat)),
-    "lc_rag_custom_prompt": _lc(lambda w: lc_rag_custom_prompt.build(w.retriever, w.chat)),
-    "lc_rag_tutorial": _lc(lambda w: lc_rag_tutorial.build(w.store, w.chat)),
-    "lc_vllm_openai": _lc(lambda w: lc_vllm_openai.llm_chain(lc_vllm_openai.completion_llm(w.base_url, w.model_name))),
+    "lc_cross_encoder_reranker": lambda w: lc_cross_encoder_reranker.build(w.retriever, w.reranker_dir),
+    "lc_llm_chain_migration.legacy": lambda w: lc_llm_chain_migration.legacy(w.base_url, w.model_name),
+    "lc_llm_chain_migration.lcel": lambda w: lc_llm_chain_migration.lcel(w.base_url, w.model_name),
+    "lc_llm_chain_migration.lcel_outer": lambda w: lc_llm_chain_migration.lcel_outer(w.base_url, w.model_name),
+    "lc_message_history": lambda w: lc_message_history.build(w.chat),
+    "lc_multi_query": lambda w: lc_multi_query.build(w.store, w.base_url, w.model_name),
+    "lc_multi_query_custom_prompt": lambda w: lc_multi_query_custom_prompt.build(w.store, w.base_url, w.model_name),
+    "lc_pgvector.filtered_retriever": lambda w: lc_pgvector.filtered_retriever(w.store, sorted(lc_pgvector.FILTERS)[0]),
+    "lc_pgvector.mmr_retriever": lambda w: lc_pgvector.mmr_retriever(w.store),
+    "lc_qa_sources": lambda w: lc_qa_sources.build(w.retriever, w.chat),
+    "lc_rag_builtin_chains": lambda w: lc_rag_builtin_chains.build(w.retriever, w.chat),
+    "lc_rag_custom_prompt": lambda w: lc_rag_custom_prompt.build(w.retriever, w.chat),
+    "lc_rag_tutorial": lambda w: lc_rag_tutorial.build(w.store, w.chat),
+    "lc_vllm_openai": lambda w: lc_vllm_openai.llm_chain(lc_vllm_openai.completion_llm(w.base_url, w.model_name)),
     # LangGraph graphs
     "lg_lcel_nodes": lambda w: lg_lcel_nodes.build(w.store, w.chat),
     "lg_map_reduce": lambda w: lg_map_reduce.build(w.chat),

@@ -14,6 +14,7 @@ from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnablePassthrough
 
 import accel
+from accel.adapters.common.dropin import state_of
 from accel.ir import Kind, warmed_ids
 
 pytestmark = [pytest.mark.engines, pytest.mark.slow]
@@ -26,7 +27,7 @@ def long_instructions() -> str:
 
 
 def llm_engine(fast: Any) -> Any:
-    return fast._session.get_engine(next(n.engine for n in fast.template.graph.nodes() if n.kind is Kind.DECODE))
+    return state_of(fast).session.get_engine(next(n.engine for n in fast.template.graph.nodes() if n.kind is Kind.DECODE))
 
 
 def calls(fast: Any, question: str, monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, Any]]:

@@ -18,6 +18,7 @@ from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
 from langchain_core.runnables import RunnableLambda, RunnablePassthrough
 
 import accel
+from accel.adapters.common.dropin import state_of
 from accel.adapters.langchain.streaming import STREAMING_HANDLER
 from accel.engines.errors import EngineDied
 from accel.ir import Kind
@@ -229,9 +230,10 @@ class BrokenSession:
 def test_engine_error_before_the_first_chunk_falls_back_after_it_raises(chat_model) -> None:
     chain = PROMPT | chat_model | StrOutputParser()
     fast = accel.wrap(chain)
-    fast._session = BrokenSession(0)
+    chain_run = state_of(fast).helper  # the drop-in's LoweredChain: its session answers with an engine error
+    chain_run._session = BrokenSession(0)
     assert "".join(fast.stream(QUESTION)) == chain.invoke(QUESTION)
-    fast._session = BrokenSession(2)
+    chain_run._session = BrokenSession(2)
     seen = []
     with pytest.raises(EngineDied):
         for chunk in fast.stream(QUESTION):
@@ -263,7 +265,7 @@ def long_chain(vllm_server, monkeypatch):
                            extra_body={"ignore_eos": True})
         fast = accel.wrap(PROMPT | model | StrOutputParser())
         [decode] = [n for n in fast.template.nodes if n.kind is Kind.DECODE]
-        engine = fast._session.get_engine(decode.engine)
+        engine = state_of(fast).session.get_engine(decode.engine)
         aborted: list[str] = []
 
         async def abort(request_id: str) -> None:
