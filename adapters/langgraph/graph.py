@@ -117,7 +117,8 @@ def wrap_graph(graph: Any, options: WrapOptions) -> Any:
         _carry_state(original, fast, update)
         return fast
 
-    state = DropInState(accel.name, accel.session, lowered=sorted(accel.lowered), model=accel.model, helper=accel)
+    state = DropInState(accel.name, accel.session, lowered=sorted(accel.lowered), model=accel.model, helper=accel,
+                        own_batch=True)
     return make_dropin(graph, state, namespace=_entry_points(type(graph), accel), copy=copy)
 
 
@@ -157,7 +158,7 @@ def lower_nodes(graph: Any, options: WrapOptions) -> tuple[dict[str, Any], dict[
         if not isinstance(bound, Runnable) or not type(bound).__module__.startswith("langchain"):
             continue  # functions (RunnableCallable), subgraphs, LangGraph's own nodes
         wrapped = wrap_runnable(bound, options)
-        if wrapped.lowered:
+        if state_of(wrapped).helper.lowered:
             nodes[name] = node.copy({"bound": wrapped})
             lowered[name] = wrapped
     return nodes, lowered

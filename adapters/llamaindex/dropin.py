@@ -25,6 +25,9 @@ ENTRY_POINTS: tuple[str, ...] = (
     "query", "aquery", "chat", "achat", "stream_chat", "astream_chat", "retrieve", "aretrieve", "run",
 )
 
+# the (sync, async) entry points `accel.batch` runs once per input, the first one a drop-in has
+BATCH_ENTRIES: tuple[tuple[str, str], ...] = (("query", "aquery"), ("chat", "achat"), ("retrieve", "aretrieve"))
+
 
 def make_dropin(original: T, state: DropInState, *, overrides: Mapping[str, Any] | None = None,
                 replace: Mapping[str, Any] | None = None) -> T:
@@ -39,6 +42,9 @@ def make_dropin(original: T, state: DropInState, *, overrides: Mapping[str, Any]
         if inspect.isfunction(method):
             namespace[name] = common.entered(name, method)
     namespace.update({name: method for name, method in overrides.items() if name not in ENTRY_POINTS})
+    if state.entry is None:  # what `accel.batch` calls once per input
+        state.entry = next(((sync, async_) for sync, async_ in BATCH_ENTRIES
+                            if callable(getattr(cls, sync, None)) and callable(getattr(cls, async_, None))), None)
     clone = common.make_dropin(original, state, namespace=namespace, replace=replace)
     runtime = getattr(clone, "_runtime", None)
     if runtime is not None and hasattr(runtime, "track_workflow"):

@@ -135,3 +135,18 @@ def test_a_drop_in_inside_a_wrapped_chain_runs_as_one_opaque_step(chain: Runnabl
     assert "an accel.wrap drop-in" in outer.explain()
     assert outer.invoke(QUESTION) == (chain | shout).invoke(QUESTION)
     assert calls == {"invoke": 1}
+
+
+def test_accel_batch_finds_the_chain_through_its_drop_in_state(chain: RunnableSequence) -> None:
+    """`accel.batch` reads the drop-in's state: the chain's own batch, in a share scope over the
+    wrap's template that reports to the wrap's counters; an app accel.wrap did not return is
+    refused with the remedy."""
+    fast = accel.wrap(chain)
+    state = state_of(fast)
+    assert state.own_batch and state.template is fast.template and state.counters is fast.counters
+    inputs = [QUESTION, {"question": "What is json?"}, QUESTION]
+    assert accel.batch(fast, inputs) == chain.batch(inputs)
+    assert any(n > 0 for name, n in fast.counters.items() if "shared" in name), fast.counters
+    assert asyncio.run(accel.abatch(fast, inputs)) == chain.batch(inputs)
+    with pytest.raises(TypeError, match=r"accel.batch\(accel.wrap\(app\), inputs\)"):
+        accel.batch(chain, inputs)
