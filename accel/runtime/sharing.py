@@ -1,7 +1,7 @@
 """Halo's de-duplication: identical deterministic engine requests of one batch call are
 computed once and their result handed to every query that asks for it.
 
-A `ShareScope` is a context variable entered by a batch entry point (`WrappedRunnable.batch` /
+A `ShareScope` is a context variable entered by a batch entry point (a wrapped chain's `batch` /
 `abatch`, `accel.batch(app, inputs)`); everything the batch's queries run inherits it (worker
 threads copy the context, session tasks copy the submitting thread's context). Inside a scope
 the engine schedulers send each request with a content key (`request_key`) through the scope:
