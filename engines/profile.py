@@ -240,19 +240,10 @@ async def profile_default_engines(
 ) -> list[EngineProfile]:
     """Profile the packaged MiniLM embedder (query- and chunk-length texts) and the offline
     reranker ((query, chunk) pairs); save each profile to its default path unless told not to."""
-    from accel.engines.embeddings import SentenceTransformerEmbedder
-    from accel.engines.reranker import CrossEncoderReranker
+    from accel.engines.profile_sweeps import profile_embedder, profile_reranker
 
-    largest = max(batch_sizes)
-    profiles = []
-    async with SentenceTransformerEmbedder(max_batch=largest, threads=threads) as embedder:
-        profiles.append(await profile_engine(embedder, query_texts, batch_sizes, label="query", progress=progress))
-        profiles.append(await profile_engine(embedder, chunk_texts, batch_sizes, label="chunk", progress=progress))
-    async with CrossEncoderReranker(max_batch=largest, threads=threads) as reranker:
-        def pairs(n: int) -> list[tuple[str, str]]:
-            return list(zip(query_texts(n), chunk_texts(n), strict=True))
-
-        profiles.append(await profile_engine(reranker, pairs, batch_sizes, label="pairs", progress=progress))
+    profiles = await profile_embedder(batch_sizes, threads=threads, progress=progress)
+    profiles.append(await profile_reranker(batch_sizes, threads=threads, progress=progress))
     if save:
         for profile in profiles:
             profile.save()

@@ -100,3 +100,25 @@ def test_session_exports_no_runtime_types() -> None:
         if where.startswith("accel.runtime") and getattr(types, name, None) is not value:
             leaked.append(name)
     assert leaked == [], f"accel.session hands on runtime names (import them as _private): {leaked}"
+
+
+def _map_rows(design: str) -> list[str]:
+    """The path cells of docs/design.md's "Where things live" table."""
+    section = design.split("## Where things live", 1)[1].split("\n## ", 1)[0]
+    return [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
+
+
+def test_design_map_paths_exist() -> None:
+    """Every path the design's folder map names exists (issue 28 step 10). A name without a
+    folder sits beside the row's first path (`engines/base.py`, `errors.py`)."""
+    rows = _map_rows((ROOT / "docs" / "design.md").read_text())
+    assert len(rows) > 20, "the map table was not found"
+    missing = []
+    for cell in rows:
+        names = re.findall(r"`([^`]+)`", cell)
+        folder = Path(names[0]).parent
+        for name in names:
+            path = ROOT / (name if "/" in name or name == names[0] else folder / name)
+            if not path.exists():
+                missing.append(f"{name} (row {cell.strip()})")
+    assert not missing, f"docs/design.md's map names paths that do not exist: {missing}"

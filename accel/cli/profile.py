@@ -4,7 +4,6 @@ the runtime will use (saved under <ACCEL_HOME>/profiles/)."""
 from __future__ import annotations
 
 import asyncio
-import itertools
 from pathlib import Path
 
 import typer
@@ -51,30 +50,20 @@ def profile(
 
 
 async def _profile_all(engines: list[str], repeats: int, progress: Progress) -> dict:
-    from accel.engines.profile import chunk_texts, profile_engine, query_texts
+    from accel.engines import profile_sweeps as sweeps
 
     profiles = []
     report: dict = {"profiles": profiles}
     if "embed" in engines:
-        from accel.engines.embeddings import SentenceTransformerEmbedder
-
-        async with SentenceTransformerEmbedder(max_batch=128) as embedder:
-            for label, make in (("query", query_texts), ("chunk", chunk_texts)):
-                profiles.append(await profile_engine(embedder, make, label=label, repeats=repeats, progress=progress))
+        profiles += await sweeps.profile_embedder(repeats=repeats, progress=progress)
     if "rerank" in engines:
-        from accel.engines.reranker import CrossEncoderReranker
-
-        async with CrossEncoderReranker(max_batch=128) as reranker:
-            def pairs(n: int) -> list[tuple[str, str]]:
-                return list(zip(query_texts(n), chunk_texts(n), strict=True))
-
-            profiles.append(await profile_engine(reranker, pairs, label="pairs", repeats=repeats, progress=progress))
+        profiles.append(await sweeps.profile_reranker(repeats=repeats, progress=progress))
     if "embed-server" in engines or "rerank-server" in engines:
         profiles += await _profile_servers(engines, repeats, progress)
     if "vectordb" in engines:
-        profiles.append(await _profile_vectordb(repeats, progress))
+        profiles.append(await sweeps.profile_vectordb(repeats=repeats, progress=progress))
     if "llm" in engines:
-        llm_profile, comparison = await _profile_llm(repeats, progress)
+        llm_profile, comparison = await sweeps.profile_llm(repeats=repeats, progress=progress)
         profiles.append(llm_profile)
         report["llm_sequential_vs_batched"] = comparison
     for p in profiles:
@@ -114,82 +103,6 @@ async def _profile_servers(engines: list[str], repeats: int, progress: Progress)
                           "_BASE_URL); skipped")
     return await profile_server_encoders(embed_url, rerank_url, rerank_model, repeats=repeats, save=False,
                                          progress=progress)
-
-
-async def _profile_vectordb(repeats: int, progress: Progress):
-    """Nearest-neighbour search of n query vectors in one round trip over 5,000 stored rows."""
-    import numpy as np
-
-    from accel.engines.base import VectorQuery
-    from accel.engines.profile import profile_engine
-    from accel.engines.stack import read_state
-    from accel.engines.vectordb import PgVectorEngine, Row, resolve_dsn
-
-    state = read_state()
-    dsn = state.pg_dsn if state else resolve_dsn(start=True)
-    rng = np.random.default_rng(0)
-    collection = "accel_profile"
-    async with PgVectorEngine(dsn) as db:
-        await db.drop_collection(collection)
-        await db.create_collection(collection, dim=384, metric="cosine")
-        vectors = rng.standard_normal((5000, 384)).astype("float32")
-        await db.ingest(collection, [Row(str(i), f"row {i}", v, {}) for i, v in enumerate(vectors)])
-
-        def queries(n: int) -> list[VectorQuery]:
-            return [VectorQuery(v, k=8, collection=collection) for v in rng.standard_normal((n, 384))]
-
-        try:
-            return await profile_engine(db, queries, label="search-k8-5000rows", repeats=repeats, progress=progress)
-        finally:
-            await db.drop_collection(collection)
-
-
-async def _profile_llm(repeats: int, progress: Progress):
-    """Concurrent generations of ~350 prompt tokens and 32 output tokens. Every prompt is new
-    (a counter leads it) so vLLM's prefix cache cannot flatter larger batches."""
-    from accel.config import settings
-    from accel.engines.base import GenerationRequest, SamplingParams
-    from accel.engines.profile import chunk_texts, profile_engine
-    from accel.engines.stack import read_state
-
-    counter = itertools.count()
-    body = " ".join(chunk_texts(2))
-    params = SamplingParams(max_tokens=32, temperature=0.0, extra={"ignore_eos": True})
-
-    def requests(n: int) -> list[GenerationRequest]:
-        return [GenerationRequest(prompt=f"Request {next(counter)}. {body}", params=params) for _ in range(n)]
-
-    state = read_state()
-    if state is not None:
-        from accel.engines.llm import OpenAIServerEngine
-
-        engine = OpenAIServerEngine(state.openai_base_url, state.model)
-    else:
-        from accel.engines.llm import VLLMEngine
-        from accel.engines.offline.llm import resolve_llm
-
-        cfg = settings()
-        engine = VLLMEngine(resolve_llm(cfg.llm_model, size=cfg.llm_size))
-    async with engine:
-        profile = await profile_engine(engine, requests, (1, 2, 4, 8, 16, 32), label="prompt350-out32",
-                                       repeats=repeats, progress=progress, fresh=True)
-        n = 16
-        task = progress.add_task(f"{engine.name}: {n} one after another vs together", total=2 * repeats)
-        loop = asyncio.get_running_loop()
-        sequential, batched = [], []
-        for _ in range(repeats):  # the fastest of `repeats`, as for the sweep above
-            began = loop.time()
-            for request in requests(n):
-                await engine.run([request])
-            sequential.append(loop.time() - began)
-            progress.advance(task)
-            began = loop.time()
-            await engine.run(requests(n))
-            batched.append(loop.time() - began)
-            progress.advance(task)
-        sequential, batched = min(sequential), min(batched)
-    comparison = {"n": n, "sequential_s": sequential, "batched_s": batched, "ratio": sequential / batched}
-    return profile, comparison
 
 
 def _table(report: dict) -> Table:

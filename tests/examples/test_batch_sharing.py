@@ -116,7 +116,10 @@ def test_a_failing_shared_request_fails_exactly_the_queries_that_share_it(apps: 
         assert [type(o) for o in aours] == [type(o) for o in astock]
         assert [isinstance(o, AssertionError) for o in aours] == [not isinstance(o, Exception) for o in ours]
     else:
-        assert type(aours) is type(astock)
+        # abatch raises whichever query's error comes first, in stock too (`gather`): the store's
+        # AssertionError or the too-long question's LLM error, as the sync batch raised it
+        possible = {AssertionError, type(stock)}
+        assert type(aours) in possible and type(astock) in possible, (aours, astock)
 
 
 WORKFLOWS = ["role-agents", "multi-agent", "map-reduce-summary", "map-reduce-lcel", "chain-summary"]

@@ -1,0 +1,122 @@
+"""The sweeps `accel profile` runs, one per engine kind, on engines made here.
+
+The profiler measures raw engines at the batch sizes it asks for (`max_batch` up to the
+largest), so it makes them itself rather than through the catalogue, whose specs carry the
+limits apps run with; like the rest of engines/, it knows no framework. Each function returns
+the `EngineProfile`(s) of `accel.engines.profile.profile_engine`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from accel.config import settings
+from accel.engines.profile import DEFAULT_BATCH_SIZES, EngineProfile, chunk_texts, profile_engine, query_texts
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+LLM_BATCH_SIZES = (1, 2, 4, 8, 16, 32)
+SEQUENTIAL_VS_BATCHED = 16
+
+
+def _pairs(n: int) -> list[tuple[str, str]]:
+    return list(zip(query_texts(n), chunk_texts(n), strict=True))
+
+
+async def profile_embedder(batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES, *, repeats: int = 3,
+                           threads: int | None = None, progress: Progress | None = None) -> list[EngineProfile]:
+    """The packaged MiniLM embedder in this process, on query- and chunk-length texts."""
+    from accel.engines.embeddings import SentenceTransformerEmbedder
+
+    async with SentenceTransformerEmbedder(max_batch=max(batch_sizes), threads=threads) as embedder:
+        return [await profile_engine(embedder, make, batch_sizes, label=label, repeats=repeats, progress=progress)
+                for label, make in (("query", query_texts), ("chunk", chunk_texts))]
+
+
+async def profile_reranker(batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES, *, repeats: int = 3,
+                           threads: int | None = None, progress: Progress | None = None) -> EngineProfile:
+    """The offline cross-encoder in this process, on (query, chunk) pairs."""
+    from accel.engines.reranker import CrossEncoderReranker
+
+    async with CrossEncoderReranker(max_batch=max(batch_sizes), threads=threads) as reranker:
+        return await profile_engine(reranker, _pairs, batch_sizes, label="pairs", repeats=repeats, progress=progress)
+
+
+async def profile_vectordb(*, repeats: int = 3, progress: Progress | None = None) -> EngineProfile:
+    """Nearest-neighbour search of n query vectors in one round trip over 5,000 stored rows, on
+    the stack's Postgres (else the one `resolve_dsn` finds or starts)."""
+    import numpy as np
+
+    from accel.engines.base import VectorQuery
+    from accel.engines.stack import read_state
+    from accel.engines.vectordb import PgVectorEngine, Row, resolve_dsn
+
+    state = read_state()
+    dsn = state.pg_dsn if state else resolve_dsn(start=True)
+    rng = np.random.default_rng(0)
+    collection = "accel_profile"
+    async with PgVectorEngine(dsn) as db:
+        await db.drop_collection(collection)
+        await db.create_collection(collection, dim=384, metric="cosine")
+        vectors = rng.standard_normal((5000, 384)).astype("float32")
+        await db.ingest(collection, [Row(str(i), f"row {i}", v, {}) for i, v in enumerate(vectors)])
+
+        def queries(n: int) -> list[VectorQuery]:
+            return [VectorQuery(v, k=8, collection=collection) for v in rng.standard_normal((n, 384))]
+
+        try:
+            return await profile_engine(db, queries, label="search-k8-5000rows", repeats=repeats, progress=progress)
+        finally:
+            await db.drop_collection(collection)
+
+
+async def profile_llm(*, repeats: int = 3, progress: Progress | None = None) -> tuple[EngineProfile, dict[str, Any]]:
+    """Concurrent generations of ~350 prompt tokens and 32 output tokens on the stack's vLLM
+    server (else the configured model in this process), and 16 requests one after another
+    against submitted together. Every prompt is new (a counter leads it) so vLLM's prefix cache
+    cannot flatter larger batches."""
+    from accel.engines.base import GenerationRequest, SamplingParams
+    from accel.engines.stack import read_state
+
+    counter = itertools.count()
+    body = " ".join(chunk_texts(2))
+    params = SamplingParams(max_tokens=32, temperature=0.0, extra={"ignore_eos": True})
+
+    def requests(n: int) -> list[GenerationRequest]:
+        return [GenerationRequest(prompt=f"Request {next(counter)}. {body}", params=params) for _ in range(n)]
+
+    state = read_state()
+    if state is not None:
+        from accel.engines.llm import OpenAIServerEngine
+
+        engine: Any = OpenAIServerEngine(state.openai_base_url, state.model)
+    else:
+        from accel.engines.llm import VLLMEngine
+        from accel.engines.offline.llm import resolve_llm
+
+        cfg = settings()
+        engine = VLLMEngine(resolve_llm(cfg.llm_model, size=cfg.llm_size))
+    async with engine:
+        profile = await profile_engine(engine, requests, LLM_BATCH_SIZES, label="prompt350-out32",
+                                       repeats=repeats, progress=progress, fresh=True)
+        n = SEQUENTIAL_VS_BATCHED
+        task = progress.add_task(f"{engine.name}: {n} one after another vs together", total=2 * repeats) if progress else None
+        loop = asyncio.get_running_loop()
+        sequential, batched = [], []
+        for _ in range(repeats):  # the fastest of `repeats`, as for the sweep above
+            began = loop.time()
+            for request in requests(n):
+                await engine.run([request])
+            sequential.append(loop.time() - began)
+            began = loop.time()
+            await engine.run(requests(n))
+            batched.append(loop.time() - began)
+            if progress is not None and task is not None:
+                progress.advance(task, 2)
+    best_sequential, best_batched = min(sequential), min(batched)
+    return profile, {"n": n, "sequential_s": best_sequential, "batched_s": best_batched,
+                     "ratio": best_sequential / best_batched}
