@@ -7,5 +7,5 @@ cd "$(dirname "$0")/.."
 export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1}
 # the frameworks' own test suites the conformance tests run (downloaded once)
 ./scripts/conformance-sources.sh
-# the 30 slowest tests, so the suite's time can be followed from any run (docs/testing.md)
-exec .venv/bin/python -m pytest --durations=30 "$@"
+# the 30 slowest tests (ACCEL_TEST_DURATIONS=0: every test), so the suite's time can be followed from any run (docs/testing.md)
+exec .venv/bin/python -m pytest --durations="${ACCEL_TEST_DURATIONS:-30}" "$@"
