@@ -6,8 +6,11 @@ ran the 24 GiB machine out of memory. Postgres is light, so each suite asks `pos
 for its own server and tables never collide across suites.
 
 - `vllm_server`: served as "tiny", 2048-token window, dev mode on (the harness empties the
-  prefix cache between systems); ~2 min to start. ACCEL_TEST_VLLM_URL=http://host:port/v1
-  reuses a server already serving the tiny model as "tiny" (local iteration).
+  prefix cache between systems); about 30 s to start on a quiet 2-core machine, launched in a
+  thread once collection ends (`Prelaunch`) while the modules with no `engines` mark run first
+  (`light_modules_first`), so the start overlaps them on the other core.
+  ACCEL_TEST_VLLM_URL=http://host:port/v1 reuses a server already serving the tiny model as
+  "tiny" (local iteration).
 - `postgres_factory(prefix) -> dsn`: a pgserver PostgreSQL + pgvector in a fresh
   `/tmp/<prefix>*` directory (not pytest's tmp_path: as root, postgres runs as the `pgserver`
   user, which must traverse it), stopped at the end of the session.
@@ -24,6 +27,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -37,32 +41,65 @@ TINY_MODEL_NAME = "tiny"
 TINY_MAX_MODEL_LEN = 2048
 
 
+class Prelaunch:
+    """The session's vLLM server, launched in a thread of its own from the end of collection:
+    its ~30 s start overlaps the light modules that run first (`light_modules_first`), on the
+    other core, instead of holding up the first test that needs it."""
+
+    def __init__(self) -> None:
+        pool = ThreadPoolExecutor(1, thread_name_prefix="vllm-prelaunch")
+        self._future: Future[ServerHandle] = pool.submit(self._launch)
+        pool.shutdown(wait=False)
+
+    @staticmethod
+    def _launch() -> ServerHandle:
+        log = Path(tempfile.mkdtemp(prefix="accel-vllm-")) / "server.log"
+        # dev mode: the harness empties the prefix cache between systems
+        return launch_server_sync(str(build_llm("tiny")), served_model_name=TINY_MODEL_NAME,
+                                  max_model_len=TINY_MAX_MODEL_LEN, log_path=log, env={"VLLM_SERVER_DEV_MODE": "1"})
+
+    def result(self) -> ServerHandle:
+        return self._future.result()
+
+    def stop(self) -> None:
+        """Stop the server once it is up (waits for a launch under way); idempotent."""
+        try:
+            handle = self._future.result()
+        except Exception:
+            return  # the launch failed: the fixture that asked for it raised that already
+        stop_pid(handle.pid)
+
+
+PRELAUNCH = pytest.StashKey[Prelaunch]()
+
+
+def light_modules_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """Modules with no `engines` mark first, each module's tests in their order."""
+    def heavy(module: str) -> bool:
+        return any(item.get_closest_marker("engines") for item in items if item.nodeid.split("::")[0] == module)
+
+    modules = list(dict.fromkeys(item.nodeid.split("::")[0] for item in items))
+    rank = {module: heavy(module) for module in modules}
+    return sorted(items, key=lambda item: rank[item.nodeid.split("::")[0]])  # stable: order kept within each rank
+
+
 @pytest.fixture(scope="session")
 def tiny_model() -> Path:
     return build_llm("tiny")
 
 
 @pytest.fixture(scope="session")
-def vllm_server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerHandle]:
+def vllm_server(request: pytest.FixtureRequest) -> Iterator[ServerHandle]:
     running = os.environ.get("ACCEL_TEST_VLLM_URL")
     if running:
         yield ServerHandle(running.rstrip("/"), TINY_MODEL_NAME, -1, Path("/dev/null"))
         return
-    log = tmp_path_factory.mktemp("vllm") / "server.log"
-    previous = os.environ.get("VLLM_SERVER_DEV_MODE")
-    os.environ["VLLM_SERVER_DEV_MODE"] = "1"  # the launcher passes our environment on
-    try:
-        handle = launch_server_sync(str(tiny_model), served_model_name=TINY_MODEL_NAME,
-                                    max_model_len=TINY_MAX_MODEL_LEN, log_path=log)
-    finally:
-        if previous is None:
-            os.environ.pop("VLLM_SERVER_DEV_MODE", None)
-        else:
-            os.environ["VLLM_SERVER_DEV_MODE"] = previous
+    launch = request.config.stash.get(PRELAUNCH, None) or Prelaunch()
+    handle = launch.result()
     try:
         yield handle
     finally:
-        stop_pid(handle.pid)
+        launch.stop()
 
 
 @pytest.fixture(scope="session")
@@ -83,8 +120,18 @@ def postgres_factory() -> Iterator[Callable[[str], str]]:
             shutil.rmtree(root, ignore_errors=True)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items[:] = group_users(items)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items[:] = group_users(light_modules_first(items))
+    if config.option.collectonly or os.environ.get("ACCEL_TEST_VLLM_URL"):
+        return
+    if any("vllm_server" in item.fixturenames for item in items):
+        config.stash[PRELAUNCH] = Prelaunch()  # starts while the light modules run
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    launch = session.config.stash.get(PRELAUNCH, None)
+    if launch is not None:
+        launch.stop()  # no test asked for it (a selection), or its fixture already stopped it
 
 
 @pytest.hookimpl(wrapper=True)

@@ -1,9 +1,14 @@
-"""The vLLM OpenAI server, started by launch_server, driven through OpenAIServerEngine."""
+"""The vLLM OpenAI server, started by launch_server, driven through OpenAIServerEngine.
+
+The module's server ends with a real SIGKILL (the last test): one launch serves both what a
+served server does and how its death shows. Its graceful stop (`stop_pid`'s SIGTERM path) is
+checked where `accel down` stops a stack (`tests/cli/test_stack_cli.py`)."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import signal
 
 import psutil
 
@@ -12,7 +17,8 @@ import pytest
 from accel.engines.base import GenerationRequest, SamplingParams
 from accel.engines.errors import EngineDied, EngineError, EngineUnavailable, PromptTooLong
 from accel.engines.llm.openai_client import OpenAIServerEngine
-from accel.engines.llm.server import free_port, group_members, launch_server
+from accel.engines.llm.server import free_port, group_members, launch_server, served_name, stop_pid
+from accel.testing.faults import FaultProxy
 
 from .conftest import prompt_of_about
 
@@ -23,7 +29,9 @@ GREEDY = SamplingParams(max_tokens=12, temperature=0.0)
 
 @pytest.fixture(scope="module")
 async def server(tiny_model, tmp_path_factory):
-    handle = await launch_server(str(tiny_model), max_model_len=2048,
+    # served as "tiny", as the session's server is: the last test revives this port with a
+    # proxy to that one, for the same client object
+    handle = await launch_server(str(tiny_model), max_model_len=2048, served_model_name="tiny",
                                  log_path=tmp_path_factory.mktemp("server") / "vllm.log")
     yield handle
     await handle.stop()
@@ -37,8 +45,13 @@ async def client(server):
     await engine.stop()
 
 
+def test_a_server_is_named_after_its_model_directory_by_default(tiny_model):
+    assert served_name(str(tiny_model)) == "llm-tiny"
+    assert served_name("tiny") == "tiny"  # a name, not a directory: as given
+
+
 async def test_server_reports_its_context_window(client, server):
-    assert server.model == "llm-tiny"
+    assert server.model == "tiny"
     assert client.max_model_len == 2048
     assert client.block_size == 128  # vLLM-CPU's prefix-cache block, read from /metrics
     assert group_members(server.pid)
@@ -144,8 +157,39 @@ async def test_launch_of_a_missing_model_is_engine_died_with_the_log(tmp_path):
         await launch_server(str(tmp_path / "missing-model"), log_path=tmp_path / "fail.log")
 
 
-async def test_stop_leaves_no_process(server):
-    """Runs last in this module (file order): it stops the shared server."""
-    pid = server.pid
-    await server.stop()
-    assert group_members(pid) == []
+LONG = SamplingParams(max_tokens=1500, extra={"ignore_eos": True})
+
+
+async def _stream_ending(engine: OpenAIServerEngine, prompt: str) -> str:
+    async for chunk in engine.stream(GenerationRequest(prompt=prompt, params=LONG)):
+        if chunk.finished:
+            return "complete"
+    return "cut off silently"
+
+
+async def test_a_real_kill_fails_typed_and_leaves_no_process(server, vllm_server):
+    """Runs last in this module (file order): SIGKILL of the server's process group with
+    streams in flight. Whether a stream was cut or had finished depends on timing; what must
+    hold either way: none ends silently cut, none hangs, new requests fail at once, and the same
+    engine object answers once a server is back on the port (the session's server, through a
+    proxy listening on the dead one's port: a second launch would take half a minute and show
+    the client nothing more)."""
+    port = int(server.base_url.rsplit(":", 1)[1].split("/")[0])
+    engine = OpenAIServerEngine(server.base_url, "tiny", connect_timeout_s=30)
+    try:
+        await engine.start()
+        streams = [asyncio.create_task(_stream_ending(engine, f"def g{i}():")) for i in range(4)]
+        os.killpg(server.pid, signal.SIGKILL)
+        ends = await asyncio.wait_for(asyncio.gather(*streams, return_exceptions=True), 60)
+        assert all(e == "complete" or isinstance(e, (EngineDied, EngineUnavailable)) for e in ends), ends
+        await asyncio.to_thread(stop_pid, server.pid, 10)
+        with pytest.raises(EngineUnavailable):
+            await engine.run([GenerationRequest(prompt="x", params=SamplingParams(max_tokens=2))])
+
+        with FaultProxy(vllm_server.base_url, port=port):
+            after = await engine.run([GenerationRequest(prompt="x = 1", params=SamplingParams(max_tokens=4))])
+        assert after[0].completion_tokens == 4
+    finally:
+        await engine.stop()
+        await server.stop()
+    assert group_members(server.pid) == []
