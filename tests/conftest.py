@@ -35,7 +35,17 @@ import pytest
 from accel.engines.llm.server import ServerHandle, launch_server_sync, stop_pid
 from accel.engines.offline.llm import build_llm
 from accel.engines.vectordb import start_local_postgres, stop_local_postgres
-from tests.encoder_servers import embed_url, group_users, pooling_servers, rerank_url, stop_after_last_user  # noqa: F401
+from tests.encoder_servers import (  # noqa: F401
+    POOLING_SERVERS,
+    ROLES,
+    embed_url,
+    group_users,
+    pooling_servers,
+    prestart_servers,
+    rerank_url,
+    stop_after_last_user,
+    uses,
+)
 
 TINY_MODEL_NAME = "tiny"
 TINY_MAX_MODEL_LEN = 2048
@@ -74,13 +84,20 @@ PRELAUNCH = pytest.StashKey[Prelaunch]()
 
 
 def light_modules_first(items: list[pytest.Item]) -> list[pytest.Item]:
-    """Modules with no `engines` mark first, each module's tests in their order."""
-    def heavy(module: str) -> bool:
-        return any(item.get_closest_marker("engines") for item in items if item.nodeid.split("::")[0] == module)
+    """Modules with no `engines` mark first, then those that use a pooling server (whose launch
+    is under way, and which stop them after the last one), then the rest; each module's tests
+    in their order."""
+    by_module: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        by_module.setdefault(item.nodeid.split("::")[0], []).append(item)
 
-    modules = list(dict.fromkeys(item.nodeid.split("::")[0] for item in items))
-    rank = {module: heavy(module) for module in modules}
-    return sorted(items, key=lambda item: rank[item.nodeid.split("::")[0]])  # stable: order kept within each rank
+    def rank(module: list[pytest.Item]) -> int:
+        if not any(item.get_closest_marker("engines") for item in module):
+            return 0
+        return 1 if any(uses(item, role) for item in module for role in ROLES) else 2
+
+    ranks = {name: rank(module) for name, module in by_module.items()}
+    return sorted(items, key=lambda item: ranks[item.nodeid.split("::")[0]])  # stable: order kept within each rank
 
 
 @pytest.fixture(scope="session")
@@ -122,16 +139,20 @@ def postgres_factory() -> Iterator[Callable[[str], str]]:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     items[:] = group_users(light_modules_first(items))
-    if config.option.collectonly or os.environ.get("ACCEL_TEST_VLLM_URL"):
+    if config.option.collectonly:
         return
-    if any("vllm_server" in item.fixturenames for item in items):
-        config.stash[PRELAUNCH] = Prelaunch()  # starts while the light modules run
+    prestart_servers(config, items)  # the pooling servers, while the light modules run
+    if not os.environ.get("ACCEL_TEST_VLLM_URL") and any("vllm_server" in item.fixturenames for item in items):
+        config.stash[PRELAUNCH] = Prelaunch()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     launch = session.config.stash.get(PRELAUNCH, None)
     if launch is not None:
         launch.stop()  # no test asked for it (a selection), or its fixture already stopped it
+    servers = session.config.stash.get(POOLING_SERVERS, None)
+    if servers is not None:
+        servers.stop_all()  # the same for the pooling servers
 
 
 @pytest.hookimpl(wrapper=True)

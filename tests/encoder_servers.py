@@ -1,8 +1,9 @@
 """vLLM-CPU pooling servers for the server-encoder tests: one embedding server and one rerank
-server for the whole session (about 2 minutes and 2.7 GiB each to start), each started when the
-first test that needs it sets up and stopped once the last test that needs it is done
-(tests/conftest.py: `embed_url`, `rerank_url`, and the hooks that run the modules using them
-one after the other and stop each server after its last user). ACCEL_TEST_EMBED_URL /
+server for the whole session (about 40 s and 2.7 GiB each to start on a quiet 2-core machine),
+each launched in a thread once collection ends, while the light modules run first, and stopped
+once the last test that needs it is done (tests/conftest.py: `embed_url`, `rerank_url`, and the
+hooks that run the modules using them one after the other, right after the light modules, and
+stop each server after its last user). ACCEL_TEST_EMBED_URL /
 ACCEL_TEST_RERANK_URL name servers already running instead (local iteration); those are never
 stopped.
 
@@ -13,7 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,54 +35,81 @@ FIXTURES = {"embed": "embed_url", "rerank": "rerank_url"}
 
 
 class PoolingServers:
-    """The session's pooling servers, started on first use, at most one per role."""
+    """The session's pooling servers, at most one per role: launched in a thread of its own
+    once collection ends (`prestart`, so the launch overlaps the light modules that run
+    first), or on first use."""
 
-    def __init__(self, tmp_path_factory: pytest.TempPathFactory, last: dict[str, str]) -> None:
-        self._tmp = tmp_path_factory
+    def __init__(self, last: dict[str, str]) -> None:
         self.last = last  # role -> nodeid of the session's last test that uses it
-        self._urls: dict[str, str] = {}
-        self._handles: dict[str, Any] = {}  # ServerHandle of the servers started here
+        self._launches: dict[str, Future[Any]] = {}  # role -> ServerHandle of a server started here
+        self._named: dict[str, str] = {}  # role -> URL of a server named by ACCEL_TEST_<ROLE>_URL
         self.started: list[str] = []  # the roles started, in order (a session starts each once)
+        self._homes: dict[str, Path] = {}  # role -> the ACCEL_HOME its server was launched with
+
+    def prestart(self, role: str) -> None:
+        """Launch the role's server now, in a thread, unless it is named or already launched."""
+        if role in self._launches or os.environ.get(f"ACCEL_TEST_{role.upper()}_URL"):
+            return
+        if role in self.started:
+            raise RuntimeError(f"the session's {role} server was stopped after its last user, "
+                               "and a later test asked for it: tests/conftest.py's ordering missed it")
+        pool = ThreadPoolExecutor(1, thread_name_prefix=f"{role}-prelaunch")
+        self._launches[role] = pool.submit(_launch, role, self._homes.setdefault(role, Path(tempfile.mkdtemp(prefix=f"accel-test-{role}-"))))
+        pool.shutdown(wait=False)
+        self.started.append(role)
 
     def url(self, role: str) -> str:
-        """The base URL (…/v1) of the role's server, started now if it is not running yet."""
-        if role not in self._urls:
-            running = os.environ.get(f"ACCEL_TEST_{role.upper()}_URL")
-            if running:
-                self._urls[role] = running.rstrip("/")
-            else:
-                if role in self.started:
-                    raise RuntimeError(f"the session's {role} server was stopped after its last user, "
-                                       "and a later test asked for it: tests/conftest.py's ordering missed it")
-                home = self._tmp.mktemp(f"{role}-server")
-                # the reranker from the default cache, as the stack and CLI tests use it (built once:
-                # a fresh build is about 14 s on a loaded 2-core machine)
-                model = str(packaged_minilm_path()) if role == "embed" else str(build_reranker())
-                handle = asyncio.run(launch_encoder(Settings(home=home), EMBED if role == "embed" else RERANK, model))
-                self._handles[role], self._urls[role] = handle, handle.base_url
-                self.started.append(role)
-        return self._urls[role]
+        """The base URL (…/v1) of the role's server, launched now if it is not under way."""
+        named = os.environ.get(f"ACCEL_TEST_{role.upper()}_URL")
+        if named:
+            self._named[role] = named.rstrip("/")
+            return self._named[role]
+        self.prestart(role)
+        return self._launches[role].result().base_url
 
     def running(self) -> list[str]:
-        return list(self._urls)
+        return [*self._named, *self._launches]
 
     def stop(self, role: str) -> None:
-        """Stop the role's server if this session started it (a named one is left alone)."""
-        self._urls.pop(role, None)
-        handle = self._handles.pop(role, None)
-        if handle is not None:
-            asyncio.run(handle.stop())
+        """Stop the role's server if this session started it (a named one is left alone); waits
+        for a launch under way."""
+        self._named.pop(role, None)
+        launch = self._launches.pop(role, None)
+        if launch is None:
+            return
+        try:
+            asyncio.run(launch.result().stop())
+        except Exception:
+            pass  # the launch failed: the fixture that asked for it raised that already
+        finally:
+            shutil.rmtree(self._homes.pop(role), ignore_errors=True)
 
     def stop_all(self) -> None:
         for role in self.running():
             self.stop(role)
 
 
+def _launch(role: str, home: Path) -> Any:
+    # the reranker from the default cache, as the stack and CLI tests use it (built once: a
+    # fresh build is about 14 s on a loaded 2-core machine)
+    model = str(packaged_minilm_path()) if role == "embed" else str(build_reranker())
+    return asyncio.run(launch_encoder(Settings(home=home), EMBED if role == "embed" else RERANK, model))
+
+
+def prestart_servers(config: pytest.Config, items: Sequence[pytest.Item]) -> None:
+    """At the end of collection: the session's registry, and a launch under way for each role
+    some collected test uses."""
+    servers = config.stash.setdefault(POOLING_SERVERS, PoolingServers(last_users(items)))
+    for role in ROLES:
+        if any(uses(item, role) for item in items):
+            servers.prestart(role)
+
+
 @pytest.fixture(scope="session")
-def pooling_servers(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PoolingServers]:
+def pooling_servers(request: pytest.FixtureRequest) -> Iterator[PoolingServers]:
     """The session's one registry (kept on the config, so a module that imports `embed_url` or
     `rerank_url`, which registers them again there, still gets the same servers)."""
-    servers = request.config.stash.setdefault(POOLING_SERVERS, PoolingServers(tmp_path_factory, last_users(request.session.items)))
+    servers = request.config.stash.setdefault(POOLING_SERVERS, PoolingServers(last_users(request.session.items)))
     try:
         yield servers
     finally:
