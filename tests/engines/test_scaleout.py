@@ -11,7 +11,7 @@ second is a fault proxy in front of it (`accel.testing.faults.FaultProxy`, issue
 vLLM server cost a launch of its own, and its SIGKILL after a sleep could land before any
 request reached it or after the run). The proxy dies as a server does (held answers reset, new
 connections refused) once one answer is held on it, so the fault is mid-run whatever the
-machine's speed; the real SIGKILL of a vLLM server is tests/engines/test_llm_outage.py's.
+machine's speed; the real SIGKILL of a vLLM server is tests/engines/llm/test_server.py's.
 """
 
 from __future__ import annotations
@@ -32,8 +32,11 @@ QUESTIONS = ["How do I push an item onto a heap?", "How do I find where to inser
 
 def test_advanced_rag_over_two_replicas_of_each_engine_on_two_ray_nodes(vllm_server, postgres_factory, tmp_path):
     pytest.importorskip("ray")
+    # Ray starts its workers (here the engine actors) at nice 15: beside other work at normal
+    # priority (a busy machine, issue 26) they got almost no CPU, and the first run took over ten
+    # minutes of actors loading their models; 0 runs them as the session's own engines run
     env = dict(os.environ, ACCEL_HOME=str(tmp_path / "home"), SCALEOUT_FIRST=vllm_server.base_url,
-               SCALEOUT_PG=postgres_factory("accel-scaleout-"))
+               SCALEOUT_PG=postgres_factory("accel-scaleout-"), RAY_worker_niceness="0")
     for name in ("ACCEL_RAY_ADDRESS", "ACCEL_OPENAI_REPLICA_URLS"):  # the child sets both
         env.pop(name, None)
     done = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True, timeout=1800)
