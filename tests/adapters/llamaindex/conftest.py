@@ -98,14 +98,34 @@ def llm_bodies(proxy: RecordingProxy) -> list[dict[str, Any]]:
     """The generation requests the proxy saw, reduced to what the fidelity contract compares
     (prompt or messages, sampling parameters); prefix-cache warm-ups (token-id prompts) and
     tokenizer calls are accel's own and left out."""
+    return llm_exchanges(proxy)[0]
+
+
+def llm_exchanges(proxy: RecordingProxy) -> tuple[list[dict[str, Any]], int]:
+    """`llm_bodies`, and how many server-sent events the streamed answers carried: one
+    in-progress event each for a client (vLLM puts several tokens in one event when its client
+    lags, stock's or ours, so two runs of one stream may split differently; a run's events must
+    match its own server's)."""
     keep = ("prompt", "messages", "max_tokens", "temperature", "stop", "seed")
-    bodies = []
+    bodies, sent = [], 0
     for request in proxy.recorder.take():
         body = request.body or {}
         if not request.path.endswith("completions") or not isinstance(body.get("prompt", ""), str):
             continue
         bodies.append({k: body[k] for k in keep if k in body})
-    return sorted(bodies, key=repr)
+        if body.get("stream"):
+            sent += sum(line.startswith(b"data: ") and line != b"data: [DONE]" for line in bytes(request.response).splitlines())
+    return sorted(bodies, key=repr), sent
+
+
+def in_progress_runs(events: list[str]) -> tuple[list[str], int]:
+    """The event names with each run of in-progress events (a stream's chunks) as one, and how
+    many in-progress events there were."""
+    kept: list[str] = []
+    for name in events:
+        if not (name.endswith("InProgressEvent") and kept and kept[-1] == name):
+            kept.append(name)
+    return kept, sum(name.endswith("InProgressEvent") for name in events)
 
 
 class Recorder:
