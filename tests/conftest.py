@@ -7,7 +7,7 @@ for its own server and tables never collide across suites.
 
 - `vllm_server`: served as "tiny", 2048-token window, dev mode on (the harness empties the
   prefix cache between systems); about 30 s to start on a quiet 2-core machine, launched in a
-  thread once collection ends (`Prelaunch`) while the modules with no `engines` mark run first
+  thread once collection ends (`prelaunch`, `tests/launches.py`) while the modules with no `engines` mark run first
   (`light_modules_first`), so the start overlaps them on the other core.
   ACCEL_TEST_VLLM_URL=http://host:port/v1 reuses a server already serving the tiny model as
   "tiny" (local iteration).
@@ -27,7 +27,6 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -46,41 +45,25 @@ from tests.encoder_servers import (  # noqa: F401
     stop_after_last_user,
     uses,
 )
+from tests.launches import BackgroundLaunch
 
 TINY_MODEL_NAME = "tiny"
 TINY_MAX_MODEL_LEN = 2048
 
 
-class Prelaunch:
-    """The session's vLLM server, launched in a thread of its own from the end of collection:
-    its ~30 s start overlaps the light modules that run first (`light_modules_first`), on the
-    other core, instead of holding up the first test that needs it."""
-
-    def __init__(self) -> None:
-        pool = ThreadPoolExecutor(1, thread_name_prefix="vllm-prelaunch")
-        self._future: Future[ServerHandle] = pool.submit(self._launch)
-        pool.shutdown(wait=False)
-
-    @staticmethod
-    def _launch() -> ServerHandle:
-        log = Path(tempfile.mkdtemp(prefix="accel-vllm-")) / "server.log"
+def prelaunch() -> BackgroundLaunch[ServerHandle]:
+    """The session's vLLM server, launched in a thread once collection ends: its ~30 s start
+    overlaps the light modules that run first (`light_modules_first`) instead of holding up the
+    first test that needs it."""
+    def start(scratch: Path) -> ServerHandle:
         # dev mode: the harness empties the prefix cache between systems
-        return launch_server_sync(str(build_llm("tiny")), served_model_name=TINY_MODEL_NAME,
-                                  max_model_len=TINY_MAX_MODEL_LEN, log_path=log, env={"VLLM_SERVER_DEV_MODE": "1"})
+        return launch_server_sync(str(build_llm("tiny")), served_model_name=TINY_MODEL_NAME, max_model_len=TINY_MAX_MODEL_LEN,
+                                  log_path=scratch / "server.log", env={"VLLM_SERVER_DEV_MODE": "1"})
 
-    def result(self) -> ServerHandle:
-        return self._future.result()
-
-    def stop(self) -> None:
-        """Stop the server once it is up (waits for a launch under way); idempotent."""
-        try:
-            handle = self._future.result()
-        except Exception:
-            return  # the launch failed: the fixture that asked for it raised that already
-        stop_pid(handle.pid)
+    return BackgroundLaunch("vllm", start, lambda handle: stop_pid(handle.pid))
 
 
-PRELAUNCH = pytest.StashKey[Prelaunch]()
+PRELAUNCH = pytest.StashKey[BackgroundLaunch[ServerHandle]]()
 
 
 def light_modules_first(items: list[pytest.Item]) -> list[pytest.Item]:
@@ -111,7 +94,7 @@ def vllm_server(request: pytest.FixtureRequest) -> Iterator[ServerHandle]:
     if running:
         yield ServerHandle(running.rstrip("/"), TINY_MODEL_NAME, -1, Path("/dev/null"))
         return
-    launch = request.config.stash.get(PRELAUNCH, None) or Prelaunch()
+    launch = request.config.stash.get(PRELAUNCH, None) or prelaunch()
     handle = launch.result()
     try:
         yield handle
@@ -143,7 +126,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     prestart_servers(config, items)  # the pooling servers, while the light modules run
     if not os.environ.get("ACCEL_TEST_VLLM_URL") and any("vllm_server" in item.fixturenames for item in items):
-        config.stash[PRELAUNCH] = Prelaunch()
+        config.stash[PRELAUNCH] = prelaunch()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

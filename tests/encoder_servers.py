@@ -14,10 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +24,7 @@ from accel.config import Settings
 from accel.engines.embeddings import packaged_minilm_path
 from accel.engines.encoder_servers import EMBED, RERANK, launch_encoder
 from accel.engines.offline.reranker import build_reranker
+from tests.launches import BackgroundLaunch
 
 POOLING_SERVERS = pytest.StashKey["PoolingServers"]()
 ROLES = ("embed", "rerank")
@@ -41,10 +39,9 @@ class PoolingServers:
 
     def __init__(self, last: dict[str, str]) -> None:
         self.last = last  # role -> nodeid of the session's last test that uses it
-        self._launches: dict[str, Future[Any]] = {}  # role -> ServerHandle of a server started here
+        self._launches: dict[str, BackgroundLaunch[Any]] = {}  # role -> a server started here
         self._named: dict[str, str] = {}  # role -> URL of a server named by ACCEL_TEST_<ROLE>_URL
         self.started: list[str] = []  # the roles started, in order (a session starts each once)
-        self._homes: dict[str, Path] = {}  # role -> the ACCEL_HOME its server was launched with
 
     def prestart(self, role: str) -> None:
         """Launch the role's server now, in a thread, unless it is named or already launched."""
@@ -53,9 +50,8 @@ class PoolingServers:
         if role in self.started:
             raise RuntimeError(f"the session's {role} server was stopped after its last user, "
                                "and a later test asked for it: tests/conftest.py's ordering missed it")
-        pool = ThreadPoolExecutor(1, thread_name_prefix=f"{role}-prelaunch")
-        self._launches[role] = pool.submit(_launch, role, self._homes.setdefault(role, Path(tempfile.mkdtemp(prefix=f"accel-test-{role}-"))))
-        pool.shutdown(wait=False)
+        self._launches[role] = BackgroundLaunch(role, lambda home: _launch(role, home),
+                                                lambda handle: asyncio.run(handle.stop()))
         self.started.append(role)
 
     def url(self, role: str) -> str:
@@ -75,14 +71,8 @@ class PoolingServers:
         for a launch under way."""
         self._named.pop(role, None)
         launch = self._launches.pop(role, None)
-        if launch is None:
-            return
-        try:
-            asyncio.run(launch.result().stop())
-        except Exception:
-            pass  # the launch failed: the fixture that asked for it raised that already
-        finally:
-            shutil.rmtree(self._homes.pop(role), ignore_errors=True)
+        if launch is not None:
+            launch.stop()
 
     def stop_all(self) -> None:
         for role in self.running():
