@@ -100,7 +100,12 @@ async def test_requests_cut_mid_answer_fail_fast_and_the_same_objects_recover(vl
 
     caplog.set_level(logging.DEBUG, logger="accel.testing.faults")  # shown if the test fails
     with FaultProxy(vllm_server.base_url) as proxy:
-        engine = OpenAIServerEngine(proxy.url + "/v1", vllm_server.model)
+        # the test's own streams wait up to 30 s to connect, as the real-kill test's do: the
+        # eight stock queries' in-process embedding and reranking beside them once kept this
+        # loop from running for over 3 s, and all eight streams "timed out" connecting to the
+        # listening proxy before any fault (a fresh-clone run, 2026-11-26); after the kill a
+        # connect is refused at once, which is what the test checks
+        engine = OpenAIServerEngine(proxy.url + "/v1", vllm_server.model, connect_timeout_s=30)
         try:
             await engine.start()
             config = StackConfig(proxy.url + "/v1", vllm_server.model, postgres_factory("accel-outage-"),
