@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from accel.benchmarks import plots, report as reports
+from accel.benchmarks import bounds, plots, report as reports
 from accel.benchmarks.harness import BenchConfig, compare
 from accel.examples.stack import StackConfig
 
@@ -20,8 +20,8 @@ MODULES = ("heapq", "bisect", "fnmatch")
 SYSTEMS = ("stock-sequential", "stock-concurrent", "llamadistpc", "accel-topology", "accel-no-prefill_split")
 
 
-def _config(framework: str, mode: str, **kw: Any) -> BenchConfig:
-    return BenchConfig("advanced-rag", framework, mode, queries=2, systems=SYSTEMS, modules=MODULES, max_chars=1500, **kw)
+def _config(framework: str, mode: str, systems: tuple[str, ...] = SYSTEMS, **kw: Any) -> BenchConfig:
+    return BenchConfig("advanced-rag", framework, mode, queries=2, systems=systems, modules=MODULES, max_chars=1500, **kw)
 
 
 def _check_accel(report: dict[str, Any], name: str) -> None:
@@ -87,7 +87,12 @@ def test_single_mode_report(stack: StackConfig, framework: str, tmp_path: Path) 
     assert report["verdict"].startswith("accel ") and report["verdict"] in table
 
 
-def test_batch_and_poisson_modes(stack: StackConfig, tmp_path: Path) -> None:
+def test_batch_and_poisson_modes(stack: StackConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # One re-measuring pass: the loop's budget and pass limit are checked on a virtual clock
+    # (test_capacity_bound, test_bound_known_case). On two queries the Poisson p95 bound (a
+    # queueing model) lies above a two-sample p95 whatever is re-measured, so the default three
+    # passes only repeated the probe (about 50 s of this test).
+    monkeypatch.setattr(bounds, "MAX_PASSES", 1)
     batch = compare(_config("langchain", "batch"), stack)
     assert batch["equal_rate"]["stock-concurrent"] == 1.0
     assert batch["systems"]["stock-concurrent"]["makespan_s"] > 0
@@ -103,7 +108,9 @@ def test_batch_and_poisson_modes(stack: StackConfig, tmp_path: Path) -> None:
     assert "capacity bound" in batch["verdict"]
     assert "Capacity bound" in reports.markdown(batch) and "median round: embed" in reports.markdown(batch)
 
-    online = compare(_config("langchain", "poisson", rates=(0.5, 2.0)), stack)
+    # the systems the checks below read (each system's run adds a bound round at each rate)
+    online = compare(_config("langchain", "poisson", ("stock-sequential", "llamadistpc", "accel-topology"),
+                             rates=(0.5, 2.0)), stack)
     assert [at["rate"] for at in online["rates"]] == [0.5, 2.0]
     for at in online["rates"]:
         assert at["systems"]["stock-sequential"]["equal_rate"] == 1.0
