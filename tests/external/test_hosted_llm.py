@@ -63,7 +63,8 @@ def hosted(base_url: str, tiny_model: Any, model_name: str, llm_proxy: Any) -> I
         return _recording(await build(self), llm_proxy.recorder)
 
     patch.setattr(hosted_module.HostedServerEngine, "_build_app", build_recorded)
-    accel.host_llm(base_url, str(tiny_model), served_model_name=model_name)
+    # eager: starts about 8 s sooner than the server's graph capture, with the same kernels and tokens
+    accel.host_llm(base_url, str(tiny_model), served_model_name=model_name, extra_args=["--enforce-eager"])
     try:
         yield llm_proxy
     finally:

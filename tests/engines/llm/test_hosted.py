@@ -1,7 +1,8 @@
 """HostedServerEngine: vLLM's OpenAI layer in this process, answering as the real server does.
 
-Both engines serve the tiny offline model with the same `vllm serve` options: the session's
-server (`vllm_server`) and one hosted here behind a base URL nothing listens on.
+Both engines serve the tiny offline model with the same `vllm serve` options (the hosted one
+eager, which starts sooner and runs the same kernels): the session's server (`vllm_server`)
+and one hosted here behind a base URL nothing listens on.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ GREEDY = SamplingParams(max_tokens=12, temperature=0.0)
 
 @pytest.fixture(scope="module")
 async def hosted(tiny_model, vllm_server):
-    engine = HostedServerEngine(NOWHERE, str(tiny_model), served_model_name=vllm_server.model, max_model_len=2048)
+    # eager (no graph capture at start, about 8 s here): the same kernels, so the same tokens as the server
+    engine = HostedServerEngine(NOWHERE, str(tiny_model), served_model_name=vllm_server.model, max_model_len=2048,
+                                extra_args=["--enforce-eager"])
     await engine.start()
     yield engine
     await engine.stop()
