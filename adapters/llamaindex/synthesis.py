@@ -210,8 +210,9 @@ class SynthesisPlan:
         query, chunks = b.input(QUERY_PORT), b.input("chunks")
         qa = LlamaPromptOp(self.llm, synth._text_qa_template, self.binding.chat)
         answer = self._pair(b, "qa", qa, synth._text_qa_template, {QUERY_PORT: query, "context_str": Ref(chunks.node, 0)})
-        if not streaming:
-            answer = b.add(Kind.CALL, "answer0", inputs={"new": answer}, op=CallOp(_first_answer, blocking=False))
+        if not streaming:  # an empty answer from the only chunk is stock's "Empty Response"
+            first = _first_answer if n > 1 else _only_answer
+            answer = b.add(Kind.CALL, "answer0", inputs={"new": answer}, op=CallOp(first, blocking=False))
         for i in range(1, n):  # (a single call needs no refine template: simple_summarize has none)
             refine = RefinePromptOp(self.llm, synth._refine_template, synth._prompt_helper, self.binding.chat)
             inputs = {QUERY_PORT: query, "existing_answer": answer, "context_msg": Ref(chunks.node, i)}
@@ -302,9 +303,13 @@ def _first_or_empty(answers: list[Any]) -> Any:
 
 
 def _first_answer(new: str) -> str:
-    if not new:  # stock refine would answer the next chunk with the QA prompt again
+    if not new:  # stock refine answers the next chunk with the QA prompt again
         raise PlanMismatch("llamaindex", "the first refine answer is empty", "answered by stock code")
     return new
+
+
+def _only_answer(new: str) -> str:
+    return new or EMPTY
 
 
 def _keep_answer(prev: str, new: str) -> str:
