@@ -7,6 +7,7 @@ network; each default can be replaced by a real model or server through one vari
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,6 +81,9 @@ class Settings:
     """ACCEL_EMBED_REPLICA_URLS (comma-separated): embedding servers serving one model together."""
     rerank_replica_urls: tuple[str, ...] = field(default_factory=lambda: _listed("ACCEL_RERANK_REPLICA_URLS"))
     """ACCEL_RERANK_REPLICA_URLS (comma-separated): rerank servers serving one model together."""
+    vllm_args: tuple[str, ...] = field(default_factory=lambda: tuple(shlex.split(_env("ACCEL_VLLM_ARGS") or "")))
+    """ACCEL_VLLM_ARGS (shell words): appended to every vLLM server `accel up` starts, e.g.
+    `--enforce-eager` (starts about 8 s sooner on CPU, decodes slower)."""
 
     @property
     def models_dir(self) -> Path:

@@ -61,7 +61,7 @@ async def launch_encoder(cfg: Settings, server: EncoderServer, model: str, *, po
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log.info("starting the %s pooling server for %s", server.role, model)
     return await launch_server(str(Path(model)), port=port, max_model_len=server.max_model_len, log_path=log_path,
-                               served_model_name=server.served_name, extra_args=pooling_args(server),
+                               served_model_name=server.served_name, extra_args=[*pooling_args(server), *cfg.vllm_args],
                                env=home_tag(cfg.home))
 
 

@@ -242,7 +242,7 @@ async def _launch(cfg: Settings, llm: str, report: Report, *, max_model_len: int
     log_path = cfg.home / "logs" / (f"vllm-server-{index}.log" if index else "vllm-server.log")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     return await launch_server(llm, host=host, port=port, max_model_len=max_model_len, log_path=log_path,
-                               served_model_name=served_model_name, env=home_tag(cfg.home))
+                               served_model_name=served_model_name, extra_args=cfg.vllm_args, env=home_tag(cfg.home))
 
 
 def _recorded_port(base_url: str) -> int | None:

@@ -167,6 +167,13 @@ def test_scale_out_and_hosting_settings(monkeypatch: pytest.MonkeyPatch, tmp_pat
         Settings()
 
 
+def test_vllm_args_are_shell_words(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ACCEL_VLLM_ARGS", raising=False)
+    assert Settings().vllm_args == ()
+    monkeypatch.setenv("ACCEL_VLLM_ARGS", "--enforce-eager  --override-generation-config '{\"temperature\": 0}'")
+    assert Settings().vllm_args == ("--enforce-eager", "--override-generation-config", '{"temperature": 0}')
+
+
 def test_readers_follow_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     """The modules that read these variables before they were settings answer as before."""
     from accel import patches

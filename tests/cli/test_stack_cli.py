@@ -31,14 +31,15 @@ def _run(args: list[str], env: dict[str, str], timeout: float = 600) -> subproce
 @pytest.fixture(scope="module")
 def stack_env() -> dict[str, str]:
     from accel.engines.offline.llm import build_llm
-    from accel.engines.offline.reranker import build_reranker
+    from tests.offline_models import suite_reranker
 
     env = dict(os.environ)
     # Not under pytest's tmp_path: pgserver runs Postgres as its own user, and pytest resets
     # /tmp/pytest-of-<user> to mode 0700 on every run.
     env["ACCEL_HOME"] = tempfile.mkdtemp(prefix="accel-cli-")
     env["ACCEL_LLM_MODEL"] = str(build_llm("tiny"))  # built once in the default cache
-    env["ACCEL_RERANK_MODEL"] = str(build_reranker())
+    env["ACCEL_RERANK_MODEL"] = suite_reranker()
+    env["ACCEL_VLLM_ARGS"] = "--enforce-eager"  # starts and revivals are what is tested, not decode speed
     for var in ("ACCEL_PG_DSN", "ACCEL_OPENAI_BASE_URL"):
         env.pop(var, None)
     return env
@@ -153,6 +154,9 @@ def test_up_doctor_down(stack: Stack):
         info = json.loads(stack.outputs[0][0])
         assert json.loads(stack.outputs[1][0]) == info
         assert stack.tagged_after_up == [info["server_pid"]]
+        # ACCEL_VLLM_ARGS reached the server (the one the revival started, when the restart test ran first)
+        cmdline = Path(f"/proc/{stack.current['server_pid']}/cmdline").read_bytes().split(b"\0")
+        assert b"--enforce-eager" in cmdline
         for key in ("openai_base_url", "model", "pg_dsn", "embed_model", "rerank_model"):
             assert info[key], key
         assert info["openai_base_url"].startswith("http://127.0.0.1:")

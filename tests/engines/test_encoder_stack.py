@@ -23,7 +23,7 @@ import pytest
 
 from accel.engines.encoder_servers import EMBED_SERVED_NAME, RERANK_SERVED_NAME
 from accel.engines.llm.server import ServerHandle
-from accel.engines.offline.reranker import build_reranker
+from tests.offline_models import suite_reranker
 from accel.engines.stack import pid_alive
 
 ACCEL = str(Path(sys.executable).with_name("accel"))
@@ -33,8 +33,9 @@ pytestmark = [pytest.mark.engines, pytest.mark.slow]
 def test_up_starts_the_embedding_server_and_records_a_named_rerank_server(
         vllm_server: ServerHandle, tiny_model: Path, postgres_factory: Callable[[str], str], rerank_url: str) -> None:
     env = dict(os.environ, ACCEL_HOME=tempfile.mkdtemp(prefix="accel-enc-"), ACCEL_LLM_MODEL=str(tiny_model),
-               ACCEL_RERANK_MODEL=str(build_reranker()), ACCEL_OPENAI_BASE_URL=vllm_server.base_url,
-               ACCEL_PG_DSN=postgres_factory("accel-enc-pg-"), ACCEL_RERANK_BASE_URL=rerank_url, VLLM_CPU_KVCACHE_SPACE="1")
+               ACCEL_RERANK_MODEL=suite_reranker(), ACCEL_OPENAI_BASE_URL=vllm_server.base_url,
+               ACCEL_PG_DSN=postgres_factory("accel-enc-pg-"), ACCEL_RERANK_BASE_URL=rerank_url, VLLM_CPU_KVCACHE_SPACE="1",
+               ACCEL_VLLM_ARGS="--enforce-eager")  # the start is what is tested, not its speed
     env.pop("ACCEL_EMBED_BASE_URL", None)
     up = subprocess.run([ACCEL, "up", "--encoders", "server", "--json"], env=env, capture_output=True, text=True, timeout=600)
     assert up.returncode == 0, up.stderr[-3000:]

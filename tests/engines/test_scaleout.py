@@ -32,11 +32,14 @@ QUESTIONS = ["How do I push an item onto a heap?", "How do I find where to inser
 
 def test_advanced_rag_over_two_replicas_of_each_engine_on_two_ray_nodes(vllm_server, postgres_factory, tmp_path):
     pytest.importorskip("ray")
+    from tests.offline_models import suite_reranker  # the child runs this file as a script: it gets the path
+
     # Ray starts its workers (here the engine actors) at nice 15: beside other work at normal
     # priority (a busy machine, issue 26) they got almost no CPU, and the first run took over ten
     # minutes of actors loading their models; 0 runs them as the session's own engines run
     env = dict(os.environ, ACCEL_HOME=str(tmp_path / "home"), SCALEOUT_FIRST=vllm_server.base_url,
-               SCALEOUT_PG=postgres_factory("accel-scaleout-"), RAY_worker_niceness="0")
+               SCALEOUT_PG=postgres_factory("accel-scaleout-"), SCALEOUT_RERANKER=suite_reranker(),
+               RAY_worker_niceness="0")
     for name in ("ACCEL_RAY_ADDRESS", "ACCEL_OPENAI_REPLICA_URLS"):  # the child sets both
         env.pop(name, None)
     done = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True, timeout=1800)
@@ -85,7 +88,6 @@ def _run_apps(ray, second, threading) -> dict:
 
     import accel
     from accel.engines.embeddings import packaged_minilm_path
-    from accel.engines.offline.reranker import build_reranker
     from accel.engines.replicas import ReplicatedEngine, ReplicatedLLM
     from accel.examples.corpus import pydoc_documents
     from accel.examples.langchain import advanced_rag
@@ -93,7 +95,7 @@ def _run_apps(ray, second, threading) -> dict:
     from accel.session import get_session
 
     config = StackConfig(os.environ["SCALEOUT_FIRST"], "tiny", os.environ["SCALEOUT_PG"], str(packaged_minilm_path()),
-                         str(build_reranker()), max_tokens=12, context_window=2048)
+                         os.environ["SCALEOUT_RERANKER"], max_tokens=12, context_window=2048)
     store = advanced_rag.build_index(config, pydoc_documents(["heapq", "bisect", "functools", "itertools"]), "scaleout")
     _say("index built")
     stock = advanced_rag.build_app(config, store)

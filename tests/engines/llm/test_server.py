@@ -31,8 +31,9 @@ GREEDY = SamplingParams(max_tokens=12, temperature=0.0)
 async def server(tiny_model, tmp_path_factory):
     # served as "tiny", as the session's server is: the last test revives this port with a
     # proxy to that one, for the same client object
+    # eager: no graph capture at start (about 8 s here); these tests decode little
     handle = await launch_server(str(tiny_model), max_model_len=2048, served_model_name="tiny",
-                                 log_path=tmp_path_factory.mktemp("server") / "vllm.log")
+                                 log_path=tmp_path_factory.mktemp("server") / "vllm.log", extra_args=["--enforce-eager"])
     yield handle
     await handle.stop()
 
