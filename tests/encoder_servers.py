@@ -23,7 +23,7 @@ import pytest
 from accel.config import Settings
 from accel.engines.embeddings import packaged_minilm_path
 from accel.engines.encoder_servers import EMBED, RERANK, launch_encoder
-from accel.engines.offline.reranker import build_reranker
+from tests.offline_models import suite_reranker
 from tests.launches import BackgroundLaunch
 
 POOLING_SERVERS = pytest.StashKey["PoolingServers"]()
@@ -82,7 +82,7 @@ class PoolingServers:
 def _launch(role: str, home: Path) -> Any:
     # the reranker from the default cache, as the stack and CLI tests use it (built once: a
     # fresh build is about 14 s on a loaded 2-core machine)
-    model = str(packaged_minilm_path()) if role == "embed" else str(build_reranker())
+    model = str(packaged_minilm_path()) if role == "embed" else suite_reranker()
     return asyncio.run(launch_encoder(Settings(home=home), EMBED if role == "embed" else RERANK, model))
 
 

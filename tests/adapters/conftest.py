@@ -20,7 +20,7 @@ import pytest
 from accel.testing.proxy import RecordingProxy
 from accel.engines.embeddings import packaged_minilm_path
 from accel.engines.llm.server import ServerHandle
-from accel.engines.offline.reranker import build_reranker
+from tests.offline_models import suite_reranker
 from accel.engines.vectordb import start_local_postgres, stop_local_postgres
 
 
@@ -41,8 +41,8 @@ def minilm_path() -> Path:
 
 
 @pytest.fixture(scope="session")
-def reranker_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_reranker(tmp_path_factory.mktemp("models") / "rerank-minilm-l6")
+def reranker_dir() -> Path:
+    return Path(suite_reranker())
 
 
 @pytest.fixture()

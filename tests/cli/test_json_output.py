@@ -35,10 +35,10 @@ def _one_document(stdout: str) -> Any:
 @pytest.fixture(scope="module")
 def home_env() -> dict[str, str]:
     """A fresh ACCEL_HOME (no stack state) with the offline models built once elsewhere."""
-    from accel.engines.offline.reranker import build_reranker
+    from tests.offline_models import suite_reranker
 
     env = dict(os.environ, ACCEL_HOME=tempfile.mkdtemp(prefix="accel-json-"), COLUMNS="80",
-               ACCEL_RERANK_MODEL=str(build_reranker()), ACCEL_LLM_MODEL="tiny")
+               ACCEL_RERANK_MODEL=suite_reranker(), ACCEL_LLM_MODEL="tiny")
     for var in ("ACCEL_PG_DSN", "ACCEL_OPENAI_BASE_URL", "TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS"):
         env.pop(var, None)
     return env

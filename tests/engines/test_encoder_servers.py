@@ -126,11 +126,11 @@ def test_a_pair_past_256_tokens_scores_as_the_in_process_cross_encoder(rerank_ur
     max_model_len follows the encoder's own limit, not the embedder's 256)."""
     from sentence_transformers import CrossEncoder
 
-    from accel.engines.offline.reranker import build_reranker
+    from tests.offline_models import suite_reranker
 
     passage = " ".join(f"heap item {i} is pushed and popped in order" for i in range(40))
     pair = ("how do I push an item onto a heap?", passage)
-    model = CrossEncoder(str(build_reranker()), device="cpu")
+    model = CrossEncoder(suite_reranker(), device="cpu")
     assert len(model.tokenizer(*pair)["input_ids"]) > 300
     scores = asyncio.run(_run(RerankServerEngine(rerank_url, RERANK_SERVED_NAME), [pair]))
     assert scores == pytest.approx([float(model.predict([pair])[0])], rel=1e-4)

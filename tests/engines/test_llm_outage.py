@@ -92,7 +92,7 @@ async def test_requests_cut_mid_answer_fail_fast_and_the_same_objects_recover(vl
 
     import accel
     from accel.engines.embeddings import packaged_minilm_path
-    from accel.engines.offline.reranker import build_reranker
+    from tests.offline_models import suite_reranker
     from accel.examples.corpus import pydoc_documents
     from accel.examples.langchain.models import build_index
     from accel.examples.langchain.naive_rag import build_app
@@ -109,7 +109,7 @@ async def test_requests_cut_mid_answer_fail_fast_and_the_same_objects_recover(vl
         try:
             await engine.start()
             config = StackConfig(proxy.url + "/v1", vllm_server.model, postgres_factory("accel-outage-"),
-                                 str(packaged_minilm_path()), str(build_reranker()), max_tokens=16,
+                                 str(packaged_minilm_path()), suite_reranker(), max_tokens=16,
                                  context_window=2048)
             store = await asyncio.to_thread(build_index, config, pydoc_documents(["heapq", "bisect"]), "outage")
             wrapped = accel.wrap(build_app(config, store))

@@ -10,7 +10,7 @@ the Postgres connection, the documents) and returns the app the documentation bu
 - `pydoc_files`: the documents the tutorials load from the web or a data folder, replaced by
   the pydoc pages of a few standard-library modules (scrubbed, deterministic), one text file
   per module in one folder (what `SimpleDirectoryReader("data")` / `TextLoader` read);
-- `minilm_path` / `reranker_dir`: the packaged MiniLM embedder and the offline cross-encoder,
+- `minilm_path` / `reranker_dir`: the packaged MiniLM embedder and the two-layer offline cross-encoder
   standing in for the hub models the pages name.
 """
 
@@ -28,7 +28,7 @@ from accel.testing.proxy import RecordingProxy  # noqa: E402
 from accel.engines.embeddings import packaged_minilm_path  # noqa: E402
 from accel.engines.llm.server import ServerHandle  # noqa: E402
 from accel.engines.offline.corpus import stdlib_docs  # noqa: E402
-from accel.engines.offline.reranker import build_reranker  # noqa: E402
+from tests.offline_models import suite_reranker  # noqa: E402
 
 MODULES = ("json", "heapq", "textwrap", "functools")
 MAX_CHARS = 6000  # the first part of each pydoc page: a few chunks per module
@@ -62,8 +62,8 @@ def minilm_path() -> str:
 
 
 @pytest.fixture(scope="session")
-def reranker_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return str(build_reranker(tmp_path_factory.mktemp("models") / "rerank-minilm-l6"))
+def reranker_dir() -> str:
+    return suite_reranker()
 
 
 @pytest.fixture(scope="session")

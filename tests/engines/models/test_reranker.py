@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 from sentence_transformers import CrossEncoder
 
 from accel.engines.errors import EmptyBatch, InvalidRequest, ModelNotFound
-from accel.engines.offline.reranker import DEFAULT_DIRNAME, STAMP, build_reranker, resolve_reranker
+from accel.engines.offline.reranker import DEFAULT_DIRNAME, STAMP, _is_built, build_reranker, resolve_reranker
 from accel.engines.profile import chunk_texts, query_texts
 from accel.engines.reranker import CrossEncoderReranker
 
@@ -119,3 +119,16 @@ async def test_errors(reranker, tmp_path):
         CrossEncoderReranker(tmp_path / "missing")
     health = await reranker.health()
     assert health.ok and reranker.kind == "rerank"
+
+
+def test_a_shallower_build_keeps_the_first_layers(reranker_dir: Path, tmp_path: Path):
+    shallow = build_reranker(tmp_path / "l2", layers=2)
+    config = json.loads((shallow / "config.json").read_text())
+    assert config["num_hidden_layers"] == 2 and json.loads((shallow / STAMP).read_text())["layers"] == 2
+    full, cut = load_file(reranker_dir / "model.safetensors"), load_file(shallow / "model.safetensors")
+    assert {name for name in full if ".layer.2." in name} and not {name for name in cut if ".layer.2." in name}
+    for name, weight in cut.items():  # the same embeddings, first two layers and head
+        assert np.array_equal(weight.numpy(), full[name].numpy()), name
+    assert not _is_built(shallow, 6) and _is_built(shallow, 2)  # a six-layer build never takes it
+    with pytest.raises(ValueError, match="layers=7"):
+        build_reranker(tmp_path / "l7", layers=7)
