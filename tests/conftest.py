@@ -50,6 +50,12 @@ from tests.launches import BackgroundLaunch
 TINY_MODEL_NAME = "tiny"
 TINY_MAX_MODEL_LEN = 2048
 
+# Every process the session starts (vLLM servers and engine cores, CLI subprocesses) loads
+# tests/vllm_short_spin/sitecustomize.py: vLLM spins 10 ms instead of 1 s after each message.
+SHORT_SPIN = str(Path(__file__).with_name("vllm_short_spin"))
+os.environ["PYTHONPATH"] = os.pathsep.join([SHORT_SPIN, *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                                                           if p and p != SHORT_SPIN]])
+
 
 def prelaunch() -> BackgroundLaunch[ServerHandle]:
     """The session's vLLM server, launched in a thread once collection ends: its ~30 s start
