@@ -74,7 +74,8 @@ async def profile_vectordb(*, repeats: int = 3, progress: Progress | None = None
             await db.drop_collection(collection)
 
 
-async def profile_llm(*, repeats: int = 3, progress: Progress | None = None) -> tuple[EngineProfile, dict[str, Any]]:
+async def profile_llm(batch_sizes: Sequence[int] = LLM_BATCH_SIZES, *, repeats: int = 3,
+                      progress: Progress | None = None) -> tuple[EngineProfile, dict[str, Any]]:
     """Concurrent generations of ~350 prompt tokens and 32 output tokens on the stack's vLLM
     server (else the configured model in this process), and 16 requests one after another
     against submitted together. Every prompt is new (a counter leads it) so vLLM's prefix cache
@@ -101,7 +102,7 @@ async def profile_llm(*, repeats: int = 3, progress: Progress | None = None) -> 
         cfg = settings()
         engine = VLLMEngine(resolve_llm(cfg.llm_model, size=cfg.llm_size))
     async with engine:
-        profile = await profile_engine(engine, requests, LLM_BATCH_SIZES, label="prompt350-out32",
+        profile = await profile_engine(engine, requests, batch_sizes, label="prompt350-out32",
                                        repeats=repeats, progress=progress, fresh=True)
         n = SEQUENTIAL_VS_BATCHED
         task = progress.add_task(f"{engine.name}: {n} one after another vs together", total=2 * repeats) if progress else None

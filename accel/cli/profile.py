@@ -27,6 +27,8 @@ def profile(
     as_json: bool = JSON_FLAG,
     markdown: Path | None = typer.Option(None, "--markdown", help="Also write a markdown report here."),
     repeats: int = typer.Option(3, help="Timed runs per batch size (the fastest is kept)."),
+    max_batch: int = typer.Option(128, "--max-batch", min=1,
+                                  help="Largest batch size swept (a quick look: smaller; 128 by default)."),
     verbose: bool = quiet.VERBOSE,
 ) -> None:
     """Measure each engine's throughput vs batch size and choose its max efficient batch."""
@@ -35,7 +37,7 @@ def profile(
     if unknown:
         raise typer.BadParameter(f"unknown engines {sorted(unknown)}; choose from {ENGINES}")
     with Progress(console=console) as progress:
-        report = asyncio.run(_profile_all(engines, repeats, progress))
+        report = asyncio.run(_profile_all(engines, repeats, max_batch, progress))
     if as_json:
         print_json(report)
     else:
@@ -49,21 +51,29 @@ def profile(
         console.print(f"wrote {markdown}")
 
 
-async def _profile_all(engines: list[str], repeats: int, progress: Progress) -> dict:
-    from accel.engines import profile_sweeps as sweeps
+def swept(sizes: tuple[int, ...], max_batch: int) -> tuple[int, ...]:
+    """The sweep's batch sizes up to `max_batch` (batch 1, the reference, always)."""
+    return tuple(size for size in sizes if size <= max_batch) or (1,)
 
+
+async def _profile_all(engines: list[str], repeats: int, max_batch: int, progress: Progress) -> dict:
+    from accel.engines import profile_sweeps as sweeps
+    from accel.engines.profile import DEFAULT_BATCH_SIZES
+
+    sizes = swept(DEFAULT_BATCH_SIZES, max_batch)
     profiles = []
     report: dict = {"profiles": profiles}
     if "embed" in engines:
-        profiles += await sweeps.profile_embedder(repeats=repeats, progress=progress)
+        profiles += await sweeps.profile_embedder(sizes, repeats=repeats, progress=progress)
     if "rerank" in engines:
-        profiles.append(await sweeps.profile_reranker(repeats=repeats, progress=progress))
+        profiles.append(await sweeps.profile_reranker(sizes, repeats=repeats, progress=progress))
     if "embed-server" in engines or "rerank-server" in engines:
-        profiles += await _profile_servers(engines, repeats, progress)
+        profiles += await _profile_servers(engines, repeats, sizes, progress)
     if "vectordb" in engines:
         profiles.append(await sweeps.profile_vectordb(repeats=repeats, progress=progress))
     if "llm" in engines:
-        llm_profile, comparison = await sweeps.profile_llm(repeats=repeats, progress=progress)
+        llm_profile, comparison = await sweeps.profile_llm(swept(sweeps.LLM_BATCH_SIZES, max_batch), repeats=repeats,
+                                                           progress=progress)
         profiles.append(llm_profile)
         report["llm_sequential_vs_batched"] = comparison
     for p in profiles:
@@ -82,7 +92,7 @@ def _profile_json(p) -> dict:
     }
 
 
-async def _profile_servers(engines: list[str], repeats: int, progress: Progress) -> list:
+async def _profile_servers(engines: list[str], repeats: int, sizes: tuple[int, ...], progress: Progress) -> list:
     """The stack's encoder servers, measured as the in-process encoders are (one request per
     batch); their engines are then sized from these profiles like the in-process ones."""
     from accel.config import settings
@@ -101,7 +111,7 @@ async def _profile_servers(engines: list[str], repeats: int, progress: Progress)
         if name in engines and not url:
             console.print(f"{name}: no server recorded (`accel up --encoders server` or ACCEL_{name.split('-')[0].upper()}"
                           "_BASE_URL); skipped")
-    return await profile_server_encoders(embed_url, rerank_url, rerank_model, repeats=repeats, save=False,
+    return await profile_server_encoders(embed_url, rerank_url, rerank_model, sizes, repeats=repeats, save=False,
                                          progress=progress)
 
 

@@ -67,12 +67,13 @@ def test_accel_profile_measures_the_embedding_server(embed_url: str, tmp_path: P
     env = {**os.environ, "ACCEL_HOME": str(tmp_path), "ACCEL_EMBED_BASE_URL": embed_url}
     env.pop("ACCEL_RERANK_BASE_URL", None)
     result = subprocess.run([str(Path(sys.executable).with_name("accel")), "profile", "--engine", "embed-server",
-                             "--engine", "rerank-server", "--repeats", "1", "--json"],
+                             "--engine", "rerank-server", "--repeats", "1", "--max-batch", "16", "--json"],
                             env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
     name = EmbeddingServerEngine(embed_url).name
     assert [(p["engine"], p["label"]) for p in report["profiles"]] == [(name, "query"), (name, "chunk")]
+    assert all([q["batch_size"] for q in p["points"]] == [1, 2, 4, 8, 16] for p in report["profiles"])  # --max-batch
     assert "rerank-server: no server recorded" in result.stderr
     assert sorted(path.name for path in (tmp_path / "profiles").iterdir()) == sorted(
         EngineProfile.default_path(name, label).name for label in ("query", "chunk"))
