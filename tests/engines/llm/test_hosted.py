@@ -93,7 +93,17 @@ async def test_forwarded_client_calls_equal_the_servers(hosted, server, vllm_ser
     assert json.loads(mine.content) == json.loads(theirs.content)
 
 
-async def test_streams_arrive_in_pieces_and_closing_aborts(hosted):
+async def test_streams_arrive_in_pieces_and_closing_aborts(hosted, monkeypatch):
+    aborted: list[str] = []
+    abort_done = asyncio.Event()
+    abort = hosted._llm.abort
+
+    async def recorded_abort(request_id, internal=False):
+        await abort(request_id, internal=internal)
+        aborted.append(request_id)
+        abort_done.set()
+
+    monkeypatch.setattr(hosted._llm, "abort", recorded_abort)
     request = GenerationRequest(prompt="a", params=SamplingParams(max_tokens=1900, temperature=0.0,
                                                                     extra={"ignore_eos": True}))
     pieces = 0
@@ -106,14 +116,10 @@ async def test_streams_arrive_in_pieces_and_closing_aborts(hosted):
     await stream.aclose()
     assert pieces == 5
     # Closing the response disconnected the in-process server, which aborts the request when
-    # its generator is finalised (a loop turn later, as behind uvicorn); 1,900 tokens would
-    # take ~13 s to generate here, so a request still unfinished after 5 s was not aborted.
-    await asyncio.wait_for(_drained(hosted), 5)
-
-
-async def _drained(engine: HostedServerEngine) -> None:
-    while engine._llm.output_processor.get_num_unfinished_requests():
-        await asyncio.sleep(0.02)
+    # its generator is finalised (a loop turn later, as behind uvicorn): wait for that abort,
+    # then nothing is left unfinished (1,900 tokens would take ~13 s to generate here).
+    await asyncio.wait_for(abort_done.wait(), 60)
+    assert len(aborted) == 1 and hosted._llm.output_processor.get_num_unfinished_requests() == 0
 
 
 async def test_prompt_too_long_is_typed(hosted):
