@@ -27,6 +27,19 @@ class RecordedRequest:
     response: bytearray = field(default_factory=bytearray, repr=False)
     """The response body as relayed (a stream's server-sent events as the server sent them)."""
 
+    def event_texts(self) -> list[str]:
+        """The text of each choice of each server-sent event of a streamed completion, in order
+        (vLLM puts several tokens in one event when its client lags, so this is where a
+        client's chunks split)."""
+        texts = []
+        for line in bytes(self.response).splitlines():
+            if not line.startswith(b"data: ") or line == b"data: [DONE]":
+                continue
+            for choice in json.loads(line[len(b"data: "):]).get("choices", []):
+                delta = choice.get("delta")
+                texts.append((delta.get("content") or "") if delta is not None else choice.get("text", ""))
+        return texts
+
 
 @dataclass
 class RequestRecorder:

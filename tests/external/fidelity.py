@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -30,12 +30,21 @@ class Run:
     embedded: list[Any]
     searched: list[Any]
     scored: list[Any]
+    streamed: list[str] = field(default_factory=list)
 
 
 def llm_bodies(proxy: Any) -> tuple[list[str], int]:
     """Generation request bodies (transport fields and nulls dropped; one per prompt), sorted,
     and the number of prefix-cache warm-ups."""
-    bodies, warmups = [], 0
+    bodies, warmups, _ = llm_exchanges(proxy)
+    return bodies, warmups
+
+
+def llm_exchanges(proxy: Any) -> tuple[list[str], int, list[str]]:
+    """`llm_bodies`, and the text of every server-sent event of the streamed answers. vLLM puts
+    several tokens in one event when its client lags, stock's or ours, so two runs of one stream
+    may split differently: a run's chunks are compared with its own server's events."""
+    bodies, warmups, streamed = [], 0, []
     for request in proxy.recorder.take():
         if request.method != "POST" or not request.path.endswith(("/chat/completions", "/completions")):
             continue
@@ -53,7 +62,10 @@ def llm_bodies(proxy: Any) -> tuple[list[str], int]:
             bodies += [json.dumps({**body, "prompt": p}, sort_keys=True) for p in prompt]
             continue
         bodies.append(json.dumps(body, sort_keys=True))
-    return sorted(bodies), warmups
+        if (request.body or {}).get("stream"):
+            streamed += request.event_texts()
+    return sorted(bodies), warmups, streamed
+
 
 
 def record(call: Callable[[], list[Any]], proxy: Any) -> Run:
@@ -61,9 +73,9 @@ def record(call: Callable[[], list[Any]], proxy: Any) -> Run:
     proxy.recorder.take()
     with record_requests() as log:
         outputs = call()
-    llm, warmups = llm_bodies(proxy)
+    llm, warmups, streamed = llm_exchanges(proxy)
     searched = sorted(log.searched, key=lambda e: repr((e[0], e[1], e[2], [round(v, 2) for v in e[3]])))
-    return Run(outputs, llm, warmups, sorted(log.embedded), searched, sorted(log.scored))
+    return Run(outputs, llm, warmups, sorted(log.embedded), searched, sorted(log.scored), streamed)
 
 
 def _first_difference(mine: list[str], theirs: list[str]) -> str:

@@ -49,10 +49,37 @@ def plain(value: Any) -> Any:
 
 def comparable(outputs: list[Any], mode: str) -> Any:
     """`plain` outputs; for chunk streams whose order between parallel tasks depends on which
-    finishes first (stock's own order varies run to run), each input's chunks as a multiset."""
-    if mode.endswith((":updates", ":messages")):
+    finishes first (stock's own order varies run to run), each input's chunks as a multiset;
+    message chunks joined per message (see `assert_streamed_as_served`)."""
+    if mode.endswith(":messages"):
+        return [sorted(map(repr, whole_messages(chunks))) for chunks in outputs]
+    if mode.endswith(":updates"):
         return [sorted(map(repr, plain(chunks))) for chunks in outputs]
     return plain(outputs)
+
+
+def whole_messages(chunks: list[Any]) -> list[Any]:
+    """stream_mode="messages" pairs, each message's chunks joined: (type, name, text, node, step)."""
+    joined: dict[Any, list[Any]] = {}
+    for message, metadata in chunks:
+        (kind, name, text), where = plain(message), plain(metadata)
+        key = (message.id, where)
+        if key in joined:
+            joined[key][2] += text
+        else:
+            joined[key] = [kind, name, text, where]
+    return [tuple(m) for m in joined.values()]
+
+
+def assert_streamed_as_served(run: Any) -> None:
+    """A stream_mode="messages" run streamed each model's answer as its server sent it: one
+    chunk per server-sent event (vLLM joins tokens into one event when its client lags, so
+    stock's and accel's runs may split differently, each as its own server did)."""
+    from langchain_core.messages import AIMessageChunk
+
+    chunks = [m.content for pairs in run.outputs for m, _ in pairs if isinstance(m, AIMessageChunk) and m.content]
+    assert sorted(chunks) == sorted(t for t in run.streamed if t)
+    assert len(chunks) > len(run.llm), "no model answer was streamed in chunks"
 
 
 def entry_points(graph: Any, inputs: list[Any], mode: str, configs: list[Any] | None = None) -> list[Any]:
@@ -84,6 +111,9 @@ def compare(graph: Any, inputs: list[Any], proxy: Any, modes: tuple[str, ...]) -
         stock = record(lambda: entry_points(graph, inputs, mode), proxy)
         ours = record(lambda: entry_points(fast, inputs, mode), proxy)
         assert comparable(ours.outputs, mode) == comparable(stock.outputs, mode), mode
+        if mode.endswith(":messages"):
+            assert_streamed_as_served(stock)
+            assert_streamed_as_served(ours)
         assert stock.llm, "the stock app sent no generation request"
         assert_same_requests(stock, ours)
     return fast

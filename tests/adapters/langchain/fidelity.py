@@ -48,19 +48,9 @@ def llm_exchanges(proxy) -> tuple[list[str], int, list[str]]:
             body["prompt"] = prompt[0]
         bodies.append(json.dumps(body, sort_keys=True))
         if (request.body or {}).get("stream"):
-            deltas += _event_texts(bytes(request.response))
+            deltas += request.event_texts()
     return sorted(bodies), warmups, deltas
 
-
-def _event_texts(stream: bytes) -> list[str]:
-    texts = []
-    for line in stream.splitlines():
-        if not line.startswith(b"data: ") or line == b"data: [DONE]":
-            continue
-        for choice in json.loads(line[len(b"data: "):]).get("choices", []):
-            delta = choice.get("delta")
-            texts.append((delta.get("content") or "") if delta is not None else choice.get("text", ""))
-    return texts
 
 
 def run(chain: Any, inputs: list[Any], proxy, *, mode: str = "invoke") -> Run:
