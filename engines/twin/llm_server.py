@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from accel.engines.twin.burn import Burner
 from accel.engines.twin.content import OutputPlan
 from accel.engines.twin.engine import Clock, Sleep, Token, TwinDied, TwinEngine
 from accel.engines.twin.faults import Faults, FaultScript
@@ -61,7 +62,10 @@ class TwinLLMServer:
         self.pieces = [("" if i in special else self.tokenizer.decode([i])) for i in range(len(self.tokenizer))]
         self.vocab = [i for i, piece in enumerate(self.pieces)
                       if piece and all(ch.isprintable() or ch in "\n\t" for ch in piece)]  # no half characters
-        self.engine = TwinEngine(profile.llm, profile.llm_config, priority=priority, sleep=sleep, clock=clock)
+        cores = profile.host_cores
+        self.engine = TwinEngine(profile.llm, profile.llm_config, priority=priority, sleep=sleep, clock=clock,
+                                 burner=None if cores is None else Burner(cores.llm_threads, "twin llm"),
+                                 idle_spin_s=0.0 if cores is None else cores.llm_idle_spin_s)
         self.engine.on_death = self._died
         self.faults = Faults(self._apply)
         self.listener: Listener | None = None
@@ -82,6 +86,8 @@ class TwinLLMServer:
     # ---- life ----
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         """Listen; returns the base URL (`.../v1` is the OpenAI base)."""
+        if self.engine.burner is not None:
+            await self.engine.burner.start()
         self.listener = Listener(self.app, host, port)
         await self.listener.start()
         log.info("twin LLM (%s) listening on %s", self.profile.label, self.listener.base_url)

@@ -93,6 +93,18 @@ class EncoderCost:
 
 
 @dataclass(frozen=True)
+class HostCores:
+    """Engines that compute on the host's own cores (vLLM-CPU, CPU encoders): how many compute
+    threads each runs, so its twin burns that many cores (engines/twin/burn.py) instead of
+    sleeping, and how long vLLM-CPU's worker spins after a step (`SpinCondition.busy_loop_s`)."""
+
+    llm_threads: int
+    embed_threads: int
+    rerank_threads: int
+    llm_idle_spin_s: float
+
+
+@dataclass(frozen=True)
 class TwinProfile:
     name: str
     label: str
@@ -102,6 +114,8 @@ class TwinProfile:
     rerank: EncoderCost
     engines: tuple[EngineProfile, ...]
     measurements: dict[str, Any]
+    host_cores: HostCores | None = None
+    """Set for a profile of engines on this machine's CPU; None for a GPU's (the twin sleeps)."""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TwinProfile:
@@ -118,7 +132,8 @@ class TwinProfile:
 
             return cls(data["name"], data["label"], LLMCost(**twin["llm"]["cost"]),
                        LLMConfig(**twin["llm"]["config"]), encoder(twin["embed"]), encoder(twin["rerank"]),
-                       engines, data.get("measurements", {}))
+                       engines, data.get("measurements", {}),
+                       HostCores(**twin["host_cores"]) if "host_cores" in twin else None)
         except (KeyError, TypeError, ValueError) as err:
             raise InvalidRequest("twin", f"not a twin profile ({type(err).__name__}: {err})",
                                  "regenerate it with `python -m accel.engines.twin.fit`") from err

@@ -1,0 +1,116 @@
+"""CPU work on this machine's cores, for twins of engines that compute on the app's own CPU.
+
+A GPU twin sleeps through its modelled time: the GPU is not the host's CPU, so the app's own
+work runs beside it unhindered. vLLM-CPU and CPU encoders compute on the very cores the app
+uses, so a twin of them (the `cpu-reference` profile) must take those cores too, or it would
+hand the app CPU the real engine never leaves it. A `Burner` owns `threads` worker processes
+(an engine's compute threads: OpenMP in vLLM-CPU, intra-op threads in torch); `work(s)` has
+each burn `s` seconds of its own CPU time, so a step measured at `s` on a quiet machine takes
+`s` there and stretches as the OS shares the cores with whatever else runs, as the real step
+does. `idle(s)` keeps one worker spinning for up to `s` of wall time, the way vLLM-CPU's worker
+spins after every step (`SpinCondition.busy_loop_s`, 1 s), until the next `work` interrupts it.
+
+The workers are `python -m accel.engines.twin.burn`, spoken to by lines on stdin/stdout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import select
+import sys
+import time
+
+log = logging.getLogger("accel.engines.twin.burn")
+
+
+class Burner:
+    """`threads` burn workers; one `work` at a time (a step or a call: the engine's stream)."""
+
+    def __init__(self, threads: int, name: str) -> None:
+        if threads < 1:
+            raise ValueError(f"a burner needs at least one thread, not {threads}")
+        self.threads = threads
+        self.name = name
+        self.cpu_s = 0.0
+        """CPU seconds burned by `work` (across the workers)."""
+        self._workers: list[asyncio.subprocess.Process] = []
+        self._lock = asyncio.Lock()
+
+    async def start(self) -> Burner:
+        for _ in range(self.threads):
+            self._workers.append(await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "accel.engines.twin.burn", stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE))
+        log.info("%s: %d burn workers (pids %s)", self.name, self.threads, [w.pid for w in self._workers])
+        return self
+
+    async def work(self, seconds: float) -> None:
+        """Every worker burns `seconds` of its own CPU time; returns when the last is done."""
+        if seconds <= 0:
+            return
+        async with self._lock:
+            if not self._workers:
+                await self.start()
+            for worker in self._workers:
+                assert worker.stdin is not None
+                worker.stdin.write(f"work {seconds:.6f}\n".encode())
+            await asyncio.gather(*(self._done(worker) for worker in self._workers))
+            self.cpu_s += seconds * self.threads
+
+    def idle(self, seconds: float) -> None:
+        """The first worker spins for up to `seconds` of wall time, or until the next `work`."""
+        if seconds > 0 and self._workers and self._workers[0].stdin is not None:
+            self._workers[0].stdin.write(f"idle {seconds:.6f}\n".encode())
+
+    async def close(self) -> None:
+        workers, self._workers = self._workers, []
+        for worker in workers:
+            if worker.returncode is None:
+                worker.kill()
+            await worker.wait()
+
+    @staticmethod
+    async def _done(worker: asyncio.subprocess.Process) -> None:
+        assert worker.stdout is not None
+        line = await worker.stdout.readline()
+        if line != b"done\n":
+            raise RuntimeError(f"burn worker {worker.pid} ended ({line!r}, exit {worker.returncode})")
+
+
+def _burn_cpu(seconds: float) -> None:
+    start = time.process_time()
+    while time.process_time() - start < seconds:
+        for _ in range(2000):
+            pass
+
+
+def _spin_until_input(seconds: float, fd: int) -> None:
+    """Spin like vLLM-CPU's idle worker, leaving as soon as a command arrives. The check is
+    the spin's own body (what is modelled is a busy loop), not coordination."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end and not select.select([fd], [], [], 0)[0]:
+        for _ in range(2000):
+            pass
+
+
+def _serve(fd_in: int = 0, fd_out: int = 1) -> None:
+    pending = b""
+    while True:
+        while b"\n" not in pending:
+            chunk = os.read(fd_in, 4096)
+            if not chunk:
+                return
+            pending += chunk
+        line, pending = pending.split(b"\n", 1)
+        command, _, value = line.decode().partition(" ")
+        if command == "work":
+            _burn_cpu(float(value))
+            os.write(fd_out, b"done\n")
+        elif command == "idle" and b"\n" not in pending:
+            _spin_until_input(float(value), fd_in)
+
+
+if __name__ == "__main__":
+    _serve()

@@ -1,0 +1,115 @@
+"""Twins of engines on the host's own cores burn their modelled time there (engines/twin/burn.py):
+a step or a call costs its worker processes that much CPU, an idle LLM twin spins like
+vLLM-CPU's worker until its next step, and a profile with `host_cores` makes twins burn. The
+assertions read the workers' CPU time, never wall time."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+
+import httpx
+import pytest
+
+from accel.engines.offline.llm import build_llm
+from accel.engines.twin.burn import Burner
+from accel.engines.twin.encoder_server import TwinEncoderServer
+from accel.engines.twin.llm_server import TwinLLMServer
+from accel.engines.twin.profile import HostCores, load_profile
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pid: int) -> float:
+    """A process's user + system CPU time, from /proc."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+@pytest.fixture
+async def burner():
+    burner = await Burner(2, "test").start()
+    yield burner
+    await burner.close()
+
+
+async def test_work_burns_its_seconds_on_every_worker(burner: Burner) -> None:
+    pids = [worker.pid for worker in burner._workers]
+    before = [cpu_s(pid) for pid in pids]
+    await burner.work(0.3)
+    spent = [cpu_s(pid) - b for pid, b in zip(pids, before, strict=True)]
+    assert all(0.28 <= s < 0.6 for s in spent), spent
+    assert burner.cpu_s == pytest.approx(0.6)
+
+
+async def test_an_idle_spin_ends_at_the_next_work(burner: Burner) -> None:
+    await burner.work(0.01)
+    burner.idle(600.0)
+    # the spin takes a core until the next step arrives; without the interruption this waits 10 min
+    await asyncio.wait_for(burner.work(0.05), timeout=60)
+    first = burner._workers[0].pid
+    settled = cpu_s(first)
+    await asyncio.sleep(0.3)  # the workers wait on their pipes now: no CPU
+    assert cpu_s(first) - settled < 0.1
+
+
+async def test_an_idle_spin_takes_cpu_while_nothing_runs(burner: Burner) -> None:
+    await burner.work(0.01)
+    first, second = (worker.pid for worker in burner._workers)
+    before = cpu_s(first), cpu_s(second)
+    burner.idle(0.4)
+    await asyncio.sleep(0.6)
+    assert cpu_s(first) - before[0] > 0.1  # vLLM-CPU's worker spins after its last step
+    assert cpu_s(second) - before[1] < 0.1  # the other threads sleep
+
+
+async def test_a_dead_worker_is_a_clear_error(burner: Burner) -> None:
+    burner._workers[1].kill()
+    await burner._workers[1].wait()
+    with pytest.raises((RuntimeError, ConnectionError), match="burn worker|lost|reset|pipe"):
+        await burner.work(0.01)
+
+
+def test_a_burner_needs_a_thread() -> None:
+    with pytest.raises(ValueError, match="at least one thread"):
+        Burner(0, "none")
+
+
+def host_profile():
+    return dataclasses.replace(load_profile("h100-8b"), host_cores=HostCores(llm_threads=2, embed_threads=1,
+                                                                             rerank_threads=1, llm_idle_spin_s=0.0))
+
+
+async def test_a_profile_with_host_cores_makes_the_llm_twin_burn_its_steps() -> None:
+    server = TwinLLMServer(host_profile(), build_llm("tiny"))
+    base = await server.start()
+    try:
+        assert server.engine.burner is not None and server.engine.burner.threads == 2
+        async with httpx.AsyncClient(base_url=base) as client:
+            reply = await client.post("/v1/completions", json={"model": "tiny", "prompt": "Hello", "max_tokens": 8,
+                                                               "ignore_eos": True})
+        assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] == 8
+        assert server.engine.simulated_s > 0
+        assert server.engine.burner.cpu_s == pytest.approx(2 * server.engine.simulated_s)
+    finally:
+        await server.close()
+    assert server.engine.burner._workers == []
+
+
+async def test_a_profile_with_host_cores_makes_an_encoder_twin_burn_its_calls() -> None:
+    server = TwinEncoderServer(host_profile(), "embed")
+    base = await server.start()
+    try:
+        async with httpx.AsyncClient(base_url=base) as client:
+            reply = await client.post("/v1/embeddings", json={"model": server.model, "input": ["a", "b c"]})
+        assert reply.status_code == 200 and len(reply.json()["data"]) == 2
+        burner = server.device.burner
+        assert burner is not None and burner.cpu_s == pytest.approx(server.device.simulated_s) and burner.cpu_s > 0
+    finally:
+        await server.close()
+
+
+def test_a_gpu_profile_sleeps() -> None:
+    assert load_profile("h100-8b").host_cores is None
