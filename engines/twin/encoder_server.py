@@ -40,12 +40,16 @@ MAX_TOKENS = 512
 class Device:
     """One GPU stream: each call waits for the calls before it, then for its own time. A call
     is timed from when it arrived (or the previous call's modelled end), so the twin's own work
-    on it (tokens, vectors) counts inside the modelled time instead of adding to it."""
+    on it (tokens, vectors) counts inside the modelled time instead of adding to it. With a
+    `burner` (an encoder on the host's cores) a call burns its time on them instead."""
 
-    def __init__(self, sleep: Sleep, clock: Clock | None = None, burner: Burner | None = None) -> None:
+    def __init__(self, sleep: Sleep, clock: Clock | None = None, burner: Burner | None = None,
+                 idle_spin_s: float = 0.0) -> None:
         self.sleep = sleep
         self.clock = clock or time.monotonic
         self.burner = burner
+        """Set for an encoder on the host's cores: a call burns its time there instead of sleeping."""
+        self.idle_spin_s = idle_spin_s
         self.slow_factor = 1.0
         self.simulated_s = 0.0
         self.lag_s = 0.0
@@ -70,6 +74,8 @@ class Device:
             if self.burner is not None:  # on the host's cores: the call's time stretches as they are shared
                 await self.sleep(stall)
                 await self.burner.work(took - stall)
+                if self._tail is done:  # nothing queued behind it: the worker spins, then sleeps
+                    self.burner.idle(self.idle_spin_s)
             else:
                 self._free_at = max(arrived, self._free_at) + took
                 now = self.clock()
@@ -106,7 +112,8 @@ class TwinEncoderServer:
         self.tokenizer.no_padding()
         cores = profile.host_cores
         threads = None if cores is None else cores.embed_threads if kind == "embed" else cores.rerank_threads
-        self.device = Device(sleep, clock, None if threads is None else Burner(threads, f"twin {kind}"))
+        self.device = Device(sleep, clock, None if threads is None else Burner(threads, f"twin {kind}"),
+                             0.0 if cores is None else cores.idle_spin_s)
         self.faults = Faults(self._apply)
         self.listener: Listener | None = None
         self._refusal: asyncio.Task[None] | None = None

