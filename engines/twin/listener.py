@@ -42,6 +42,10 @@ class Listener:
             return
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # inherited by every accepted connection. Without it a kept-alive connection's answers
+        # waited ~40 ms each (the response's second write held by Nagle until the client's
+        # delayed ACK): measured 44 ms against 0.3 ms per request on a reused connection
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((self.host, self.port))
         self.port = sock.getsockname()[1]
         self._sockets = [sock]
