@@ -24,7 +24,7 @@ log = logging.getLogger("accel.engines.twin")
 
 async def serve(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile)
-    llm = TwinLLMServer(profile, build_llm(args.model_size), served_model_name=args.served_model_name,
+    llm = TwinLLMServer(profile, build_llm(args.model_size or profile.tokenizer), served_model_name=args.served_model_name,
                         priority=args.scheduling_policy == "priority")
     embed = TwinEncoderServer(profile, "embed")
     rerank = TwinEncoderServer(profile, "rerank")
@@ -66,7 +66,8 @@ def main() -> None:
     parser.add_argument("--embed-port", type=int, default=0)
     parser.add_argument("--rerank-port", type=int, default=0)
     parser.add_argument("--served-model-name", default="tiny")
-    parser.add_argument("--model-size", default="tiny", help="the offline model whose tokenizer counts tokens")
+    parser.add_argument("--model-size", default=None,
+                        help="the offline model whose tokenizer counts tokens (default: the profile's)")
     parser.add_argument("--scheduling-policy", choices=("fcfs", "priority"), default="fcfs")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)

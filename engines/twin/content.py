@@ -15,8 +15,6 @@ from collections.abc import Sequence
 from typing import Any
 
 _WORD = re.compile(r"[a-z0-9]+")
-EOS_RANGE = (8, 96)
-"""Where a request that does not ignore EOS ends, drawn per request (a typical short answer)."""
 
 
 def _seed(*parts: Any) -> int:
@@ -26,16 +24,17 @@ def _seed(*parts: Any) -> int:
 
 class OutputPlan:
     """The tokens one request will generate: drawn from a PRNG seeded with the prompt ids, the
-    sampling parameters that change sampling, and `seed`; EOS at a drawn position unless
-    `ignore_eos`."""
+    sampling parameters that change sampling, and `seed`; EOS at a position drawn from
+    `answer_tokens` (the profile's) unless `ignore_eos`, or never when that is None."""
 
-    def __init__(self, prompt_ids: Sequence[int], sampling: dict[str, Any], vocab: Sequence[int], eos_id: int | None):
+    def __init__(self, prompt_ids: Sequence[int], sampling: dict[str, Any], vocab: Sequence[int], eos_id: int | None,
+                 answer_tokens: tuple[int, int] | None = (8, 96)):
         keys = ("temperature", "top_p", "top_k", "seed", "presence_penalty", "frequency_penalty")
         self._rng = random.Random(_seed(tuple(prompt_ids), tuple((k, sampling.get(k)) for k in keys)))
         self._vocab = vocab
-        ends = eos_id is not None and not sampling.get("ignore_eos", False)
+        ends = eos_id is not None and answer_tokens is not None and not sampling.get("ignore_eos", False)
         self.eos_id = eos_id if ends else None
-        self.eos_at = self._rng.randint(*EOS_RANGE) if ends else None
+        self.eos_at = self._rng.randint(*answer_tokens) if ends and answer_tokens else None
 
     def token(self, position: int) -> int:
         """The token at `position` (0-based, called in order)."""

@@ -121,6 +121,14 @@ def fit_cpu(raw: dict[str, Any]) -> dict[str, Any]:
     engines = [_encoder_profile("twin-embed", label, c["rows"]) for label, c in encoders["embed"].items()]
     engines.append(_encoder_profile("twin-rerank", "pairs", encoders["rerank"]["pairs"]["rows"]))
     cores = int(raw["machine"]["cores"])
+    root = str(llm.get("root") or llm["model"]).rstrip("/")
+    tokenizer = next((size for size in ("tiny", "bench") if root.endswith(f"llm-{size}")), None)
+    if tokenizer is None:
+        raise ValueError(f"the measured LLM ({root}) is not one of the offline models (llm-tiny, llm-bench)")
+    answers = llm["answers"]
+    ended = [n for n in answers["lengths"] if n < answers["max_tokens"]]
+    # a model that ends fewer than one answer in ten early is modelled as running to max_tokens
+    answer_tokens = [min(ended), max(ended)] if len(ended) * 10 >= len(answers["lengths"]) else None
     return {
         "name": "cpu-reference",
         "label": "simulated from measured curves of this machine's CPU engines",
@@ -134,6 +142,8 @@ def fit_cpu(raw: dict[str, Any]) -> dict[str, Any]:
                            "max_num_batched_tokens": CPU_MAX_NUM_BATCHED_TOKENS,
                            "num_gpu_blocks": int(cache.get("num_gpu_blocks", 8192)),
                            "max_model_len": int(llm.get("max_model_len") or 2048)},
+                "tokenizer": tokenizer,
+                "answer_tokens": answer_tokens,
             },
             "embed": {"engine": "twin-embed", "classes": {label: c["tokens"] for label, c in encoders["embed"].items()},
                       "host_s": encoders["embed_host_ms"] / 1e3},

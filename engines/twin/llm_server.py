@@ -166,7 +166,7 @@ class TwinLLMServer:
         max_tokens = max_tokens or body.get("max_tokens") or room
         stops = body.get("stop") or ()
         stops = (stops,) if isinstance(stops, str) else tuple(stops)
-        plan = OutputPlan(prompt, body, self.vocab, self.tokenizer.eos_token_id)
+        plan = OutputPlan(prompt, body, self.vocab, self.tokenizer.eos_token_id, self.profile.answer_tokens)
         seq = Seq(uuid.uuid4().hex, prompt, min(int(max_tokens), room), plan, priority=int(body.get("priority", 0)))
         return Generation(seq, self.pieces, stops, frozenset(body.get("stop_token_ids") or ()))
 

@@ -11,6 +11,8 @@ raw-cpu.json` fits the `cpu-reference` profile to the result. What is timed, and
 - **Prefill:** one request of N prompt tokens and `max_tokens` 1; its latency less the HTTP and
   API-server overhead (a one-token prompt's latency less one batch-1 decode step) is the
   prefill step.
+- **Answer lengths:** 16 requests of `max_tokens` 128 with EOS honoured: a random-weight model
+  seldom ends early, so its twin must not end answers at a drawn EOS either.
 - **Encoder calls:** the latency of one call of `batch` inputs padded to a length class, as the
   twin's `EncoderCost` models it; `host_s` is a one-word call's latency.
 
@@ -41,6 +43,7 @@ ENCODER_BATCHES = (1, 4, 16, 64)
 EMBED_CLASSES = {"query": 16, "chunk": 256}
 PAIR_TOKENS = 288
 PAIR_QUERY_TOKENS = 16
+ANSWERS, ANSWER_MAX_TOKENS = 16, 128
 
 
 class Llm:
@@ -58,6 +61,13 @@ class Llm:
         reply.raise_for_status()
         assert reply.json()["usage"]["completion_tokens"] == max_tokens
         return time.perf_counter() - started
+
+    async def answer(self, tokens: int, max_tokens: int) -> int:
+        """How many tokens the model generates when EOS may end it."""
+        reply = await self.client.post(f"{self.base}/completions", json={
+            "model": self.model, "prompt": self.prompt(tokens), "max_tokens": max_tokens, "temperature": 0})
+        reply.raise_for_status()
+        return int(reply.json()["usage"]["completion_tokens"])
 
     async def makespan(self, batch: int, tokens: int, max_tokens: int) -> float:
         started = time.perf_counter()
@@ -92,14 +102,17 @@ async def measure_llm(client: httpx.AsyncClient, base: str, repeats: int, report
         ms = 1e3 * await _median(repeats, lambda: llm.one(length, 1)) - overhead_ms
         prefill.append({"batch": 1, "len": length, "ms": ms, "kernel_ms": ms})
         report(f"prefill {prefill[-1]}")
+    answers = [await llm.answer(256, ANSWER_MAX_TOKENS) for _ in range(ANSWERS)]
+    report(f"answer lengths (max_tokens {ANSWER_MAX_TOKENS}, EOS honoured): {answers}")
     cache = {}
     for line in (await client.get(f"{root}/metrics")).text.splitlines():
         if line.startswith("vllm:cache_config_info{"):
             labels = line[line.index("{") + 1:line.rindex("}")]
             cache = dict(part.split("=", 1) for part in labels.split(","))
             cache = {k: v.strip('"') for k, v in cache.items()}
-    return {"model": model["id"], "max_model_len": model.get("max_model_len"), "decode": decode, "prefill": prefill,
-            "overhead_ms": overhead_ms, "cache_config": cache}
+    return {"model": model["id"], "root": model.get("root"), "max_model_len": model.get("max_model_len"),
+            "decode": decode, "prefill": prefill, "overhead_ms": overhead_ms, "cache_config": cache,
+            "answers": {"max_tokens": ANSWER_MAX_TOKENS, "lengths": answers}}
 
 
 def _text(tokens: int, rng: random.Random, words: list[str]) -> str:

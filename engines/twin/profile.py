@@ -117,6 +117,11 @@ class TwinProfile:
     measurements: dict[str, Any]
     host_cores: HostCores | None = None
     """Set for a profile of engines on this machine's CPU; None for a GPU's (the twin sleeps)."""
+    tokenizer: str = "tiny"
+    """The offline LLM (`build_llm` size) whose tokenizer counts prompts: the modelled model's."""
+    answer_tokens: tuple[int, int] | None = (8, 96)
+    """Where an answer that does not ignore EOS ends, drawn per request from this range; None:
+    the model (random weights) runs to `max_tokens`."""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TwinProfile:
@@ -134,10 +139,18 @@ class TwinProfile:
             return cls(data["name"], data["label"], LLMCost(**twin["llm"]["cost"]),
                        LLMConfig(**twin["llm"]["config"]), encoder(twin["embed"]), encoder(twin["rerank"]),
                        engines, data.get("measurements", {}),
-                       HostCores(**twin["host_cores"]) if "host_cores" in twin else None)
+                       HostCores(**twin["host_cores"]) if "host_cores" in twin else None,
+                       twin["llm"].get("tokenizer", "tiny"), _answer_tokens(twin["llm"].get("answer_tokens", [8, 96])))
         except (KeyError, TypeError, ValueError) as err:
             raise InvalidRequest("twin", f"not a twin profile ({type(err).__name__}: {err})",
                                  "regenerate it with `python -m accel.engines.twin.fit`") from err
+
+
+def _answer_tokens(value: list[int] | None) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    low, high = (int(v) for v in value)
+    return low, high
 
 
 def load_profile(name_or_path: str | Path) -> TwinProfile:

@@ -22,8 +22,10 @@ def raw_from(cost: LLMCost) -> dict:
         return [{"batch": b, "ms": base_ms + per_item_ms * b} for b in (1, 4, 16, 64)]
 
     return {"machine": {"cores": 2, "processor": "x86_64"}, "date": "2026-11-26", "vllm": "0.32", "spin_s": 1.0,
-            "llm": {"model": "bench", "max_model_len": 4096, "decode": decode, "prefill": prefill, "overhead_ms": 4.0,
-                    "cache_config": {"block_size": "128", "num_gpu_blocks": "1638"}},
+            "llm": {"model": "llm-bench", "root": "/home/u/.accel/models/llm-bench", "max_model_len": 4096,
+                    "decode": decode, "prefill": prefill, "overhead_ms": 4.0,
+                    "cache_config": {"block_size": "128", "num_gpu_blocks": "1638"},
+                    "answers": {"max_tokens": 128, "lengths": [128] * 15 + [40]}},
             "encoders": {"embed_model": "e", "rerank_model": "r",
                          "embed": {"query": {"tokens": 16, "rows": rows(8, 1.0)},
                                    "chunk": {"tokens": 256, "rows": rows(12, 9.0)}},
@@ -43,3 +45,18 @@ def test_a_known_step_model_is_fitted_back_from_its_measurements() -> None:
     assert profile.embed.call_s(16, 256) == pytest.approx(12e-3 + 9e-3 * 16)
     assert profile.rerank.host_s == pytest.approx(7e-3)
     assert "this machine" in profile.label
+    assert profile.tokenizer == "bench"
+    assert profile.answer_tokens is None  # 1 of 16 answers ended early: runs to max_tokens
+
+
+def test_answers_that_end_early_are_drawn_from_their_measured_range() -> None:
+    raw = raw_from(TRUE)
+    raw["llm"]["answers"]["lengths"] = [128] * 10 + [12, 30, 50, 64, 90, 101]
+    assert TwinProfile.from_dict(fit_cpu(raw)).answer_tokens == (12, 101)
+
+
+def test_an_llm_that_is_no_offline_model_is_refused() -> None:
+    raw = raw_from(TRUE)
+    raw["llm"]["root"] = "meta-llama/Llama-3.1-8B"
+    with pytest.raises(ValueError, match="not one of the offline models"):
+        fit_cpu(raw)

@@ -178,3 +178,13 @@ async def test_tokens_a_lagging_client_has_not_taken_go_out_in_one_event(make_tw
     rest = [delta async for delta in deltas]
     assert first + "".join(rest) == whole
     assert len(rest) == 1 and gen.finish_reason == "length"
+
+
+def test_answers_end_at_a_drawn_eos_or_run_to_max_tokens_as_the_profile_says() -> None:
+    vocab = list(range(10, 500))
+    drawn = [OutputPlan([1, 2, 3, i], {}, vocab, eos_id=2).eos_at for i in range(50)]
+    assert all(8 <= at <= 96 for at in drawn) and len(set(drawn)) > 5
+    runs_on = OutputPlan([1, 2, 3], {}, vocab, eos_id=2, answer_tokens=None)  # a random-weight model
+    assert runs_on.eos_at is None and 2 not in [runs_on.token(i) for i in range(300)]
+    assert OutputPlan([1, 2, 3], {"ignore_eos": True}, vocab, eos_id=2, answer_tokens=(4, 4)).eos_at is None
+    assert OutputPlan([1, 2, 3], {}, vocab, eos_id=2, answer_tokens=(4, 4)).eos_at == 4
