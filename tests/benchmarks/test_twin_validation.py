@@ -1,0 +1,58 @@
+"""Validation check 1's verdict (benchmarks/twin_validation.py): each system's time within 15%
+of the real run's, accel's speed-ups within ±0.1; and the real stack frozen while twins run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from accel.benchmarks.twin_validation import compare, frozen
+from accel.engines.stack_home import home_tag
+
+
+def report(stock: float, concurrent: float, accel: float, equal: float = 1.0) -> dict:
+    times = {"stock-sequential": stock, "stock-concurrent": concurrent, "accel-topology": accel}
+    return {"systems": {n: {"latency": {"mean": t}, "equal_rate": equal} for n, t in times.items()},
+            "speedup_vs_stock": {"accel-topology": stock / accel},
+            "speedup_vs_stock_concurrent": {"accel-topology": concurrent / accel}}
+
+
+def test_a_twin_within_the_tolerances_passes() -> None:
+    verdict = compare(report(10.0, 8.0, 6.0), report(11.0, 8.6, 6.4))
+    assert verdict["passed"] and verdict["answers_equal_to_stock"]
+    assert [round(r["error"], 3) for r in verdict["systems"]] == [0.1, 0.075, 0.067]
+
+
+def test_a_system_16_percent_off_fails() -> None:
+    verdict = compare(report(10.0, 8.0, 6.0), report(11.6, 8.0, 6.0))
+    assert not verdict["passed"]
+    assert [r["ok"] for r in verdict["systems"]] == [False, True, True]
+
+
+def test_a_speedup_off_by_more_than_a_tenth_fails_though_every_time_is_close() -> None:
+    verdict = compare(report(10.0, 8.0, 5.0), report(10.7, 8.0, 4.6))  # 2.00x real, 2.33x twin
+    assert all(r["ok"] for r in verdict["systems"]) and not verdict["passed"]
+    assert [s["ok"] for s in verdict["speedups"]] == [False, False]
+
+
+def test_unequal_answers_are_reported() -> None:
+    assert not compare(report(10.0, 8.0, 6.0), report(10.0, 8.0, 6.0, equal=0.9))["answers_equal_to_stock"]
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def test_the_real_stack_is_stopped_while_the_twins_run_and_continued_after(tmp_path: Path) -> None:
+    server = subprocess.Popen(["sleep", "60"], env=home_tag(tmp_path), start_new_session=True)
+    try:  # Popen returns once exec succeeded: the tag is in /proc/<pid>/environ
+        with frozen(tmp_path) as stopped:
+            assert stopped == [server.pid]
+            _, status = os.waitpid(server.pid, os.WUNTRACED)  # until the kernel has stopped it
+            assert os.WIFSTOPPED(status) and _state(server.pid) == "T"
+        _, status = os.waitpid(server.pid, os.WCONTINUED)
+        assert os.WIFCONTINUED(status) and server.poll() is None
+    finally:
+        server.kill()
+        server.wait()
