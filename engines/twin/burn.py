@@ -46,18 +46,20 @@ class Burner:
         log.info("%s: %d burn workers (pids %s)", self.name, self.threads, [w.pid for w in self._workers])
         return self
 
-    async def work(self, seconds: float) -> None:
-        """Every worker burns `seconds` of its own CPU time; returns when the last is done."""
+    async def work(self, seconds: float, threads: int | None = None) -> None:
+        """`threads` workers (default: all) burn `seconds` of their own CPU time each; returns
+        when the last is done. One thread models a serial part (a server's request handling)."""
         if seconds <= 0:
             return
         async with self._lock:
             if not self._workers:
                 await self.start()
-            for worker in self._workers:
+            working = self._workers[:threads or self.threads]
+            for worker in working:
                 assert worker.stdin is not None
                 worker.stdin.write(f"work {seconds:.6f}\n".encode())
-            await asyncio.gather(*(self._done(worker) for worker in self._workers))
-            self.cpu_s += seconds * self.threads
+            await asyncio.gather(*(self._done(worker) for worker in working))
+            self.cpu_s += seconds * len(working)
 
     def idle(self, seconds: float) -> None:
         """The first worker spins for up to `seconds` of wall time, or until the next `work`."""

@@ -44,12 +44,14 @@ class Device:
     `burner` (an encoder on the host's cores) a call burns its time on them instead."""
 
     def __init__(self, sleep: Sleep, clock: Clock | None = None, burner: Burner | None = None,
-                 idle_spin_s: float = 0.0) -> None:
+                 idle_spin_s: float = 0.0, serial_s: float = 0.0) -> None:
         self.sleep = sleep
         self.clock = clock or time.monotonic
         self.burner = burner
         """Set for an encoder on the host's cores: a call burns its time there instead of sleeping."""
         self.idle_spin_s = idle_spin_s
+        self.serial_s = serial_s
+        """The part of a call burned on one thread (the profile's `host_s`: request handling)."""
         self.slow_factor = 1.0
         self.simulated_s = 0.0
         self.lag_s = 0.0
@@ -73,7 +75,9 @@ class Device:
             took = stall + seconds * self.slow_factor
             if self.burner is not None:  # on the host's cores: the call's time stretches as they are shared
                 await self.sleep(stall)
-                await self.burner.work(took - stall)
+                serial = min(self.serial_s * self.slow_factor, took - stall)
+                await self.burner.work(serial, threads=1)  # the server's handling of the call: one thread
+                await self.burner.work(took - stall - serial)  # the model's compute: every thread
                 if self._tail is done:  # nothing queued behind it: the worker spins, then sleeps
                     self.burner.idle(self.idle_spin_s)
             else:
@@ -113,7 +117,7 @@ class TwinEncoderServer:
         cores = profile.host_cores
         threads = None if cores is None else cores.embed_threads if kind == "embed" else cores.rerank_threads
         self.device = Device(sleep, clock, None if threads is None else Burner(threads, f"twin {kind}"),
-                             0.0 if cores is None else cores.idle_spin_s)
+                             0.0 if cores is None else cores.idle_spin_s, self.cost.host_s)
         self.faults = Faults(self._apply)
         self.listener: Listener | None = None
         self._refusal: asyncio.Task[None] | None = None
