@@ -1,0 +1,130 @@
+"""Every example workload on engine twins, every mode with its bound: docs/benchmarks-twin.md.
+
+    python -m accel.benchmarks.twin_suite --out docs/benchmarks/twin \\
+        --validation docs/benchmarks/twin-validation/summary.json --doc docs/benchmarks-twin.md
+
+For each example and framework it runs `accel bench <example> --twin h100-8b` in batch mode
+(32 queries), single mode (8) and Poisson mode at stock's saturation rate (the throughput
+stock-concurrent reached in the batch run). Each report is kept as JSON; the table compares
+accel-topology with the better of stock and stock-concurrent, and with the run's bound.
+
+Issue 25's rule: no twin number is reported before both validation checks pass. The table is
+written to `--doc` only when `--validation` names a check-1 summary that passed; otherwise it
+goes to the output folder, headed NOT VALIDATED. Every number is labelled with the profile's
+label ("simulated from measured H100 curves").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("accel.benchmarks.twin_suite")
+
+MODES = (("batch", 32), ("single", 8), ("poisson", 32))
+
+
+def run(example: str, framework: str, mode: str, queries: int, profile: str, out: Path, rate: float | None) -> dict[str, Any]:
+    path = out / f"{example}-{framework}-{mode}.json"
+    command = [sys.executable, "-c", "from accel.cli import main; main()", "bench", example, "--framework", framework,
+               "--mode", mode, "--queries", str(queries), "--twin", profile, "--json", str(path)]
+    if rate is not None:
+        command += ["--rate", f"{rate:.3f}"]
+    subprocess.run(command, check=True, env=os.environ)
+    return json.loads(path.read_text())
+
+
+def saturation_rate(batch: dict[str, Any]) -> float | None:
+    """Stock's saturation rate: the throughput stock-concurrent reached in the batch run."""
+    stock = batch["systems"].get("stock-concurrent") or batch["systems"].get("stock-sequential") or {}
+    return stock.get("throughput_qps")
+
+
+def row(report: dict[str, Any]) -> dict[str, Any]:
+    """accel-topology against the better stock system and against the bound."""
+    systems = report["systems"]
+    metric = lambda name: (systems.get(name, {}).get("latency") or {}).get(  # noqa: E731
+        "p95" if report["mode"] == "poisson" else "mean")
+    stocks = {name: metric(name) for name in ("stock-sequential", "stock-concurrent") if metric(name)}
+    better = min(stocks, key=stocks.get) if stocks else None
+    accel = metric("accel-topology")
+    bound = report.get("bound") or {}
+    return {"example": report["example"], "framework": report["framework"], "mode": report["mode"],
+            "queries": report["config"]["queries"], "better_stock": better,
+            "stock_s": stocks.get(better) if better else None, "accel_s": accel,
+            "speedup": stocks[better] / accel if better and accel else None,
+            "bound_s": bound.get("value_s") if bound.get("established", True) else None,
+            "accel_over_bound": bound.get("accel_over_bound"),
+            "equal": (systems.get("accel-topology") or {}).get("equal_rate"),
+            "twin_lag_s": (report.get("simulated") or {}).get("twin_lag_s")}
+
+
+def markdown(rows: list[dict[str, Any]], label: str, validated: bool) -> str:
+    def num(value: float | None, fmt: str) -> str:
+        return "n/a" if value is None else fmt.format(value)
+
+    head = ["# Benchmarks on engine twins", "",
+            "Made by `python -m accel.benchmarks.twin_suite` (benchmarks/twin_suite.py): every example workload, "
+            "batch 32, single 8 and Poisson at stock's saturation rate, accel-topology against the better of "
+            "stock and stock-concurrent (mean latency, makespan, or p95 for Poisson) and against the run's bound.", ""]
+    if not validated:
+        head += ["**NOT VALIDATED: validation check 1 has not passed; these numbers may not be reported.**", ""]
+    lines = head + [f"Every number below is **{label}**.", "",
+                    "| example | framework | mode | queries | better stock | stock s | accel s | speed-up | bound s "
+                    "| accel / bound | equal | twin lag s |",
+                    "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['example']} | {r['framework']} | {r['mode']} | {r['queries']} | {r['better_stock'] or 'n/a'} "
+                     f"| {num(r['stock_s'], '{:.2f}')} | {num(r['accel_s'], '{:.2f}')} | {num(r['speedup'], '{:.2f}x')} "
+                     f"| {num(r['bound_s'], '{:.2f}')} | {num(r['accel_over_bound'], '{:.2f}')} "
+                     f"| {num(r['equal'], '{:.0%}')} | {num(r['twin_lag_s'], '{:.2f}')} |")
+    return "\n".join(lines) + "\n"
+
+
+def validated(summary: Path | None) -> bool:
+    return summary is not None and summary.is_file() and json.loads(summary.read_text()).get("passed") is True
+
+
+def main() -> None:
+    from accel.benchmarks.apps import EXAMPLES
+    from accel.engines.twin.profile import load_profile
+
+    parser = argparse.ArgumentParser(prog="python -m accel.benchmarks.twin_suite", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--profile", default="h100-8b")
+    parser.add_argument("--validation", type=Path, help="check 1's summary.json (benchmarks/twin_validation.py)")
+    parser.add_argument("--doc", type=Path, help="where the table goes once validated (docs/benchmarks-twin.md)")
+    parser.add_argument("--only", default="", help="comma-separated examples (default: all)")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    args.out.mkdir(parents=True, exist_ok=True)
+    names = [n for n in args.only.split(",") if n] or list(EXAMPLES)
+    rows = []
+    for name in names:
+        for framework in EXAMPLES[name].modules:
+            batch = None
+            for mode, queries in MODES:
+                rate = saturation_rate(batch) if mode == "poisson" and batch else None
+                if mode == "poisson" and rate is None:
+                    log.warning("%s %s: no stock throughput from the batch run, so no Poisson run", name, framework)
+                    continue
+                report = run(name, framework, mode, queries, args.profile, args.out, rate)
+                batch = report if mode == "batch" else batch
+                rows.append(row(report))
+    ok = validated(args.validation)
+    text = markdown(rows, load_profile(args.profile).label, ok)
+    (args.out / "table.md").write_text(text)
+    if ok and args.doc:
+        args.doc.write_text(text)
+    sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""The twin suite's table (benchmarks/twin_suite.py): accel against the better stock system and
+the bound, every number labelled simulated, and nothing published before validation passes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from accel.benchmarks.twin_suite import markdown, row, saturation_rate, validated
+
+
+def report(mode: str, stock: float, concurrent: float, accel: float, bound: dict | None = None) -> dict:
+    key = "p95" if mode == "poisson" else "mean"
+    times = {"stock-sequential": stock, "stock-concurrent": concurrent, "accel-topology": accel}
+    return {"example": "advanced-rag", "framework": "langchain", "mode": mode, "config": {"queries": 32},
+            "systems": {n: {"latency": {key: t}, "equal_rate": 1.0, "throughput_qps": 32 / t} for n, t in times.items()},
+            "bound": bound, "simulated": {"twin_lag_s": 0.12}}
+
+
+def test_accel_is_compared_with_the_better_stock_and_the_bound() -> None:
+    r = row(report("batch", 20.0, 8.0, 5.0, {"value_s": 4.5, "accel_over_bound": 5.0 / 4.5}))
+    assert (r["better_stock"], r["speedup"], r["bound_s"]) == ("stock-concurrent", 1.6, 4.5)
+    assert r["accel_over_bound"] == 5.0 / 4.5 and r["twin_lag_s"] == 0.12
+    poisson = row(report("poisson", 3.0, 2.0, 1.0, {"value_s": 0.9, "established": False}))
+    assert poisson["speedup"] == 2.0 and poisson["bound_s"] is None  # an unestablished bound is no bound
+
+
+def test_poisson_runs_at_stocks_saturation_rate() -> None:
+    assert saturation_rate(report("batch", 20.0, 8.0, 5.0)) == 4.0
+
+
+def test_every_table_is_labelled_and_an_unvalidated_one_says_so(tmp_path: Path) -> None:
+    rows = [row(report("single", 2.0, 2.0, 1.5))]
+    unvalidated = markdown(rows, "simulated from measured H100 curves", validated=False)
+    assert "NOT VALIDATED" in unvalidated and "simulated from measured H100 curves" in unvalidated
+    assert "NOT VALIDATED" not in markdown(rows, "simulated from measured H100 curves", validated=True)
+    summary = tmp_path / "summary.json"
+    assert not validated(None) and not validated(summary)
+    summary.write_text(json.dumps({"passed": False}))
+    assert not validated(summary)
+    summary.write_text(json.dumps({"passed": True}))
+    assert validated(summary)
