@@ -37,6 +37,7 @@ class Burner:
         """CPU seconds burned by `work` (across the workers)."""
         self._workers: list[asyncio.subprocess.Process] = []
         self._lock = asyncio.Lock()
+        self._burning: set[asyncio.Future[None]] = set()
 
     async def start(self) -> Burner:
         for _ in range(self.threads):
@@ -51,6 +52,14 @@ class Burner:
         when the last is done. One thread models a serial part (a server's request handling)."""
         if seconds <= 0:
             return
+        # a caller cancelled mid-burn (its client left) does not cancel the burn: the workers
+        # finish it, as a real step does, and their answers are read before the next work's
+        burn = asyncio.ensure_future(self._work(seconds, threads))
+        self._burning.add(burn)
+        burn.add_done_callback(self._burning.discard)
+        await asyncio.shield(burn)
+
+    async def _work(self, seconds: float, threads: int | None) -> None:
         async with self._lock:
             if not self._workers:
                 await self.start()
@@ -67,6 +76,9 @@ class Burner:
             self._workers[0].stdin.write(f"idle {seconds:.6f}\n".encode())
 
     async def close(self) -> None:
+        for burn in list(self._burning):
+            burn.cancel()
+        await asyncio.gather(*self._burning, return_exceptions=True)
         workers, self._workers = self._workers, []
         for worker in workers:
             if worker.returncode is None:

@@ -44,6 +44,22 @@ async def test_work_burns_its_seconds_on_every_worker(burner: Burner) -> None:
     assert burner.cpu_s == pytest.approx(0.6)
 
 
+async def test_a_burn_whose_caller_left_is_finished_before_the_next(burner: Burner) -> None:
+    """A call cancelled mid-burn (its client disconnected) leaves the workers burning, as a real
+    step runs to its end; the next work must wait for it, not read its stale answers."""
+    first = burner._workers[0].pid
+    before = cpu_s(first)
+    caller = asyncio.create_task(burner.work(0.5))
+    await asyncio.sleep(0)  # the burn has started
+    await asyncio.sleep(0)
+    caller.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    await burner.work(0.01)
+    await burner.work(0.3)  # out of step with its workers, this one would return at once
+    assert cpu_s(first) - before >= 0.5 + 0.01 + 0.3 - 0.02
+
+
 async def test_an_idle_spin_ends_at_the_next_work(burner: Burner) -> None:
     await burner.work(0.01)
     burner.idle(600.0)
