@@ -18,7 +18,13 @@ from typing import Any
 from accel.engines.errors import InvalidRequest
 from accel.engines.profile import EngineProfile, ProfilePoint
 
-SHIPPED = ("h100-8b",)
+def _shipped() -> tuple[str, ...]:
+    """The profiles in the package's profiles/ folder, by name (`h100-8b`, `cpu-reference`)."""
+    folder = resources.files("accel.engines.twin").joinpath("profiles")
+    return tuple(sorted(entry.name.removesuffix(".json") for entry in folder.iterdir() if entry.name.endswith(".json")))
+
+
+SHIPPED = _shipped()
 
 
 @dataclass(frozen=True)
