@@ -13,8 +13,8 @@ raw-cpu.json` fits the `cpu-reference` profile to the result. What is timed, and
   prefill step.
 - **Answer lengths:** 16 requests of `max_tokens` 128 with EOS honoured: a random-weight model
   seldom ends early, so its twin must not end answers at a drawn EOS either.
-- **Encoder calls:** the latency of one call of `batch` inputs padded to a length class, as the
-  twin's `EncoderCost` models it; `host_s` is a one-word call's latency.
+- **Encoder calls:** the latency of one call of `batch` inputs (1 to 256) padded to a length
+  class, as the twin's `EncoderCost` models it; `host_s` is a one-word call's latency.
 
 Medians of `--repeats` runs. Nothing here runs in the library or the tests.
 """
@@ -39,7 +39,8 @@ DECODE_BATCHES = (1, 4, 16, 32)
 DECODE_KV = (256, 1024)
 DECODE_T = (8, 40)
 PREFILL_LENGTHS = (16, 64, 256, 1024, 2048)
-ENCODER_BATCHES = (1, 4, 16, 64)
+ENCODER_BATCHES = (1, 4, 16, 64, 256)
+"""Up to what accel merges: 32 queries' expansions, or their rerank pairs (16 each)."""
 EMBED_CLASSES = {"query": 16, "chunk": 256}
 PAIR_TOKENS = 288
 PAIR_QUERY_TOKENS = 16
@@ -161,6 +162,12 @@ async def measure_encoders(client: httpx.AsyncClient, embed: str, rerank: str, r
     return result
 
 
+def _v1(url: str) -> str:
+    """An OpenAI base URL (…/v1), whether given with /v1 or without."""
+    url = url.rstrip("/")
+    return url if url.endswith("/v1") else url + "/v1"
+
+
 def _spin_s() -> float | None:
     try:
         from vllm.distributed.device_communicators.shm_broadcast import SpinCondition
@@ -174,8 +181,9 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         sys.stderr.write(line + "\n")
 
     async with httpx.AsyncClient(timeout=600) as client:
-        llm = await measure_llm(client, args.llm.rstrip("/"), args.repeats, report)
-        encoders = await measure_encoders(client, args.embed.rstrip("/"), args.rerank.rstrip("/"), args.repeats, report)
+        llm = await measure_llm(client, _v1(args.llm), args.repeats, report)
+        encoders = await measure_encoders(client, _v1(args.embed), _v1(args.rerank).removesuffix("/v1"), args.repeats,
+                                          report)
     try:
         from importlib.metadata import version
         vllm_version = version("vllm")
@@ -190,9 +198,9 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m accel.engines.twin.measure", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--llm", required=True, help="the vLLM server's OpenAI base URL (…/v1)")
-    parser.add_argument("--embed", required=True, help="the embedding server's base URL (…/v1)")
-    parser.add_argument("--rerank", required=True, help="the rerank server's base URL (no /v1)")
+    parser.add_argument("--llm", required=True, help="the vLLM server's base URL (with or without /v1)")
+    parser.add_argument("--embed", required=True, help="the embedding server's base URL")
+    parser.add_argument("--rerank", required=True, help="the rerank server's base URL")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     args.loadavg = os.getloadavg()
