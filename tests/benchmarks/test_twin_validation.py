@@ -36,6 +36,15 @@ def test_a_speedup_off_by_more_than_a_tenth_fails_though_every_time_is_close() -
     assert [s["ok"] for s in verdict["speedups"]] == [False, False]
 
 
+def test_single_mode_has_no_stock_concurrent_to_compare() -> None:
+    real, twin = report(10.0, 8.0, 6.0), report(10.5, 8.0, 6.2)
+    for r in (real, twin):
+        del r["systems"]["stock-concurrent"]
+    verdict = compare(real, twin)
+    assert verdict["passed"] and [r["system"] for r in verdict["systems"]] == ["stock-sequential", "accel-topology"]
+    assert [s["over"] for s in verdict["speedups"]] == ["stock-sequential"]
+
+
 def test_unequal_answers_are_reported() -> None:
     assert not compare(report(10.0, 8.0, 6.0), report(10.0, 8.0, 6.0, equal=0.9))["answers_equal_to_stock"]
 
