@@ -87,7 +87,7 @@ class TwinEngine:
 
     def step_s(self, step: Step) -> float:
         return self.slow_factor * self.cost.step_s(step.prefill_tokens, len(step.prefill), len(step.decode),
-                                                   step.context_tokens)
+                                                   step.context_tokens, step.prefill_pairs)
 
     async def close(self) -> None:
         task, self._task = self._task, None

@@ -40,14 +40,20 @@ class LLMCost:
     overlap_p: float
     per_seq_s: float
     per_context_token_s: float
+    per_prefill_pair_s: float = 0.0
+    """Each query-key pair a prefill chunk attends (a CPU's prefill grows with the prompt's
+    square; on the H100 the fit needs no such term, so it is 0 there)."""
 
-    def step_s(self, prefill_tokens: int, prefill_seqs: int, decode_seqs: int, context_tokens: int) -> float:
-        """`context_tokens`: the KV length summed over the decoding sequences."""
+    def step_s(self, prefill_tokens: int, prefill_seqs: int, decode_seqs: int, context_tokens: int,
+               prefill_pairs: float = 0.0) -> float:
+        """`context_tokens`: the KV length summed over the decoding sequences; `prefill_pairs`:
+        the query-key pairs the prefill chunks attend (`Step.prefill_pairs`)."""
         if prefill_tokens == 0 and decode_seqs == 0:
             return 0.0
         compute = self.per_token_s * (prefill_tokens + decode_seqs)
         body = (self.floor_s ** self.overlap_p + compute ** self.overlap_p) ** (1.0 / self.overlap_p)
-        return body + self.per_seq_s * (prefill_seqs + decode_seqs) + self.per_context_token_s * context_tokens
+        return (body + self.per_seq_s * (prefill_seqs + decode_seqs) + self.per_context_token_s * context_tokens
+                + self.per_prefill_pair_s * prefill_pairs)
 
 
 @dataclass(frozen=True)

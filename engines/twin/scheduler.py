@@ -46,6 +46,9 @@ class Step:
     prefill: tuple[tuple[Seq, int], ...]
     decode: tuple[Seq, ...]
     context_tokens: int
+    prefill_pairs: float = 0.0
+    """The query-key pairs the prefill chunks attend: a chunk of c tokens after o computed ones
+    attends c * (o + c / 2) (causal). Quadratic in a prompt's length: a CPU prefill's cost."""
 
     @property
     def prefill_tokens(self) -> int:
@@ -129,7 +132,8 @@ class Scheduler:
             budget -= chunk
         if not prefill and not decode:
             return None
-        return Step(tuple(prefill), tuple(decode), context)
+        pairs = sum(chunk * (seq.computed + chunk / 2) for seq, chunk in prefill)
+        return Step(tuple(prefill), tuple(decode), context, pairs)
 
     def finish(self, step: Step) -> list[tuple[Seq, int]]:
         """Apply a step that has run: the tokens it sampled, as (request, token id)."""

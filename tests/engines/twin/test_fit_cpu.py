@@ -10,13 +10,14 @@ import pytest
 from accel.engines.twin.fit import fit_cpu
 from accel.engines.twin.profile import LLMCost, TwinProfile
 
-TRUE = LLMCost(floor_s=0.030, per_token_s=0.0004, overlap_p=2.0, per_seq_s=0.0008, per_context_token_s=2e-7)
+TRUE = LLMCost(floor_s=0.008, per_token_s=0.0004, overlap_p=1.0, per_seq_s=0.0001, per_context_token_s=1e-6,
+               per_prefill_pair_s=1.4e-7)
 
 
 def raw_from(cost: LLMCost) -> dict:
     decode = [{"batch": b, "kv": kv, "ms": 1e3 * cost.step_s(0, 0, b, b * kv)} for kv in (280, 1048) for b in (1, 4, 16, 32)]
-    prefill = [{"batch": 1, "len": n, "ms": 1e3 * cost.step_s(n, 1, 0, 0), "kernel_ms": 1e3 * cost.step_s(n, 1, 0, 0)}
-               for n in (16, 64, 256, 1024, 2048)]
+    prefill = [{"batch": 1, "len": n, "ms": 1e3 * cost.step_s(n, 1, 0, 0, n * n / 2),
+                "kernel_ms": 1e3 * cost.step_s(n, 1, 0, 0, n * n / 2)} for n in (16, 64, 256, 1024, 2048)]
 
     def rows(base_ms: float, per_item_ms: float) -> list[dict]:
         return [{"batch": b, "ms": base_ms + per_item_ms * b} for b in (1, 4, 16, 64)]
@@ -38,7 +39,9 @@ def test_a_known_step_model_is_fitted_back_from_its_measurements() -> None:
     for row in profile.measurements["llm_decode"]:
         assert profile.llm.step_s(0, 0, row["batch"], row["batch"] * row["kv"]) == pytest.approx(row["ms"] / 1e3, rel=0.05)
     for row in profile.measurements["llm_prefill"]:
-        assert profile.llm.step_s(row["len"], 1, 0, 0) == pytest.approx(row["ms"] / 1e3, rel=0.05)
+        n = row["len"]
+        assert profile.llm.step_s(n, 1, 0, 0, n * n / 2) == pytest.approx(row["ms"] / 1e3, rel=0.05)
+    assert profile.llm.per_prefill_pair_s == pytest.approx(TRUE.per_prefill_pair_s, rel=0.05)
     assert profile.llm_config.block_size == 128 and profile.llm_config.max_model_len == 4096
     assert profile.host_cores is not None
     assert (profile.host_cores.llm_threads, profile.host_cores.idle_spin_s) == (2, 1.0)

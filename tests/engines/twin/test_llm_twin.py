@@ -188,3 +188,23 @@ def test_answers_end_at_a_drawn_eos_or_run_to_max_tokens_as_the_profile_says() -
     assert runs_on.eos_at is None and 2 not in [runs_on.token(i) for i in range(300)]
     assert OutputPlan([1, 2, 3], {"ignore_eos": True}, vocab, eos_id=2, answer_tokens=(4, 4)).eos_at is None
     assert OutputPlan([1, 2, 3], {}, vocab, eos_id=2, answer_tokens=(4, 4)).eos_at == 4
+
+
+def test_a_prompts_attended_pairs_are_half_its_square_however_it_is_chunked() -> None:
+    """A CPU's prefill cost grows with the pairs the prompt attends (`Step.prefill_pairs`):
+    n * n / 2 for n tokens, whether one step or chunks of the token budget take it, less the
+    part a prefix-cache hit skips."""
+    config = LLMConfig(block_size=16, max_num_seqs=4, max_num_batched_tokens=2048, num_gpu_blocks=1000,
+                       max_model_len=4096)
+    plan = OutputPlan([1], {"ignore_eos": True}, [5], None)
+    scheduler = Scheduler(config)
+    prompt = list(range(10, 3010))
+    scheduler.add(Seq("a", prompt, 1, plan))
+    pairs = []
+    while (step := scheduler.plan()) is not None:
+        pairs.append(step.prefill_pairs)
+        scheduler.finish(step)
+    assert len(pairs) == 2 and sum(pairs) == 3000 * 3000 / 2  # chunks of 2,048 and 952
+    scheduler.add(Seq("b", prompt, 1, plan))  # 2,992 tokens (187 blocks) from the cache
+    step = scheduler.plan()
+    assert step is not None and step.prefill_pairs == 8 * (2992 + 4)
