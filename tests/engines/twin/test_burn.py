@@ -50,8 +50,8 @@ async def test_a_burn_whose_caller_left_is_finished_before_the_next(burner: Burn
     first = burner._workers[0].pid
     before = cpu_s(first)
     caller = asyncio.create_task(burner.work(0.5))
-    await asyncio.sleep(0)  # the burn has started
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # event-loop turns, not time: the caller awaits its burn,
+    await asyncio.sleep(0)  # and the burn task has sent the workers their work
     caller.cancel()
     with pytest.raises(asyncio.CancelledError):
         await caller
