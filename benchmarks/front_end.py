@@ -38,10 +38,13 @@ def _thread_cpu_s(ident: int) -> float | None:
         return None
 
 
-def sample(thread: threading.Thread | None = None) -> CpuSample:
+def sample(thread: threading.Thread | None = None, *, loop: bool = True) -> CpuSample:
     """This process's CPU time so far, and the loop thread's (`thread`, by default accel's
     session loop when one runs: the harness shuts sessions down between systems, so there is
-    one at most)."""
+    one at most). `loop=False` for a stock system: a session left idle by the bound's probes is
+    not its loop (it read 0.0 ms a query where stock has no loop at all)."""
+    if not loop:
+        return CpuSample(time.process_time(), None, None)
     thread = thread or _loop_thread()
     ident = thread.ident if thread is not None else None
     return CpuSample(time.process_time(), _thread_cpu_s(ident) if ident is not None else None, ident)

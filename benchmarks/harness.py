@@ -226,13 +226,14 @@ def _counted_runs(config: BenchConfig, systems: list[Any], apps: Apps, driver: A
             cpu: list[front_end.CpuSample] = []
 
             def warmed() -> None:
-                cpu.append(front_end.sample())
+                cpu.append(front_end.sample(loop=system.accel))
                 if counter is not None:
                     sent.append(counter.counts())
 
             run = run_system(system, apps, driver, workload.questions, config.mode, arrivals=arrivals, rate=rate,
                              concurrency=config.concurrency, before=reset, warmed=warmed)
-            run.front_end = front_end.per_query(cpu[0] if cpu else None, front_end.sample(), len(workload.questions),
+            run.front_end = front_end.per_query(cpu[0] if cpu else None, front_end.sample(loop=system.accel),
+                                                len(workload.questions),
                                                 in_process_encoders=_in_process_encoders(stack))
             run.prompt_cache = prompt_cache.delta(tokens, prompt_cache.counts(stack.openai_base_url))
             run.encoder_requests = encoder_requests.delta(counter, sent[0] if sent else None)

@@ -42,6 +42,20 @@ def test_the_loop_threads_cpu_is_counted_apart_and_inside_the_process() -> None:
     assert spent["saturates_at_qps"] == round(1000 / spent["process_cpu_ms_per_query"], 1)
 
 
+def test_a_stock_systems_sample_has_no_loop_even_beside_an_idle_session() -> None:
+    release = threading.Event()
+    thread = threading.Thread(target=release.wait, name=front_end.LOOP_THREAD)  # a session left idle
+    thread.start()
+    try:
+        assert front_end._loop_thread() is not None
+        before, after = front_end.sample(loop=False), front_end.sample(loop=False)
+        assert before.loop_s is None and before.loop_ident is None
+        assert front_end.per_query(before, after, 4, in_process_encoders=False)["loop_cpu_ms_per_query"] is None
+    finally:
+        release.set()
+        thread.join()
+
+
 def test_without_a_loop_thread_or_samples() -> None:
     before = front_end.CpuSample(1.0, None, None)
     after = front_end.CpuSample(1.5, None, None)
