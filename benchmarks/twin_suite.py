@@ -49,8 +49,10 @@ def saturation_rate(batch: dict[str, Any]) -> float | None:
 def row(report: dict[str, Any]) -> dict[str, Any]:
     """accel-topology against the better stock system and against the bound."""
     systems = report["systems"]
-    metric = lambda name: (systems.get(name, {}).get("latency") or {}).get(  # noqa: E731
-        "p95" if report["mode"] == "poisson" else "mean")
+    statistic = "p95" if report["mode"] == "poisson" else "mean"
+
+    def metric(name: str) -> float | None:
+        return (systems.get(name, {}).get("latency") or {}).get(statistic)
     stocks = {name: metric(name) for name in ("stock-sequential", "stock-concurrent") if metric(name)}
     better = min(stocks, key=stocks.get) if stocks else None
     accel = metric("accel-topology")

@@ -75,11 +75,10 @@ def compare(real: dict[str, Any], twin: dict[str, Any]) -> dict[str, Any]:
         passed &= ok
         rows.append({"system": name, "real_s": measured, "twin_s": simulated, "error": error, "ok": ok})
     speedups = []
-    for stock in (s for s in ("stock-sequential", "stock-concurrent") if s in ran):
-        measured = real["speedup_vs_stock"].get("accel-topology") if stock == "stock-sequential" \
-            else real["speedup_vs_stock_concurrent"].get("accel-topology")
-        simulated = twin["speedup_vs_stock"].get("accel-topology") if stock == "stock-sequential" \
-            else twin["speedup_vs_stock_concurrent"].get("accel-topology")
+    speedup_key = {"stock-sequential": "speedup_vs_stock", "stock-concurrent": "speedup_vs_stock_concurrent"}
+    for stock in (s for s in speedup_key if s in ran):
+        measured = real[speedup_key[stock]].get("accel-topology")
+        simulated = twin[speedup_key[stock]].get("accel-topology")
         ok = measured is not None and simulated is not None and abs(simulated - measured) <= SPEEDUP_TOLERANCE
         passed &= ok
         speedups.append({"over": stock, "real": measured, "twin": simulated, "ok": ok})
