@@ -63,6 +63,11 @@ class Device:
     def stall(self, seconds: float) -> None:
         self._stall_s += seconds
 
+    async def drain(self) -> None:
+        """Return once every call queued so far has run (a stalled one included)."""
+        if self._tail is not None:
+            await asyncio.shield(self._tail)
+
     async def run(self, seconds: float, arrived: float | None = None) -> None:
         """Occupy the device for `seconds` of modelled time, counted from `arrived`."""
         before, done = self._tail, asyncio.get_running_loop().create_future()
