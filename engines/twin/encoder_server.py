@@ -2,7 +2,8 @@
 (`/rerank` in the Cohere/Jina shape and `/score`, as vLLM's pooling runner serves them).
 
 A call costs the profile's host time per call plus the device part of its length class (inputs
-pad to the call's longest, counted with the MiniLM tokenizer), and the calls of one server run
+counted with the MiniLM tokenizer; padded to the call's longest, or at their mean where the
+profile's encoders pack inputs as vLLM's pooling runner does), and the calls of one server run
 one after another, like kernels on one GPU stream. Vectors and scores come from
 `twin.content`: deterministic from the text, so equal requests get equal answers.
 """
@@ -179,7 +180,7 @@ class TwinEncoderServer:
         return len(self.tokenizer.encode(text, pair).ids)
 
     async def _call(self, lengths: list[int], arrived: float) -> None:
-        await self.device.run(self.cost.call_s(len(lengths), max(lengths)), arrived)
+        await self.device.run(self.cost.cost_of(lengths), arrived)
 
     def _head(self, prefix: str) -> dict[str, Any]:
         return {"id": f"{prefix}-{uuid.uuid4().hex[:16]}", "object": "list", "created": int(time.time()), "model": self.model}

@@ -12,6 +12,7 @@ import bisect
 import json
 from dataclasses import dataclass
 from importlib import resources
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -89,19 +90,32 @@ class LengthClass:
 @dataclass(frozen=True)
 class EncoderCost:
     """A call's time: `host_s` per call, plus the measured device-and-per-item part of the
-    length class that fits the call's longest input (inputs are padded to it), scaled by
-    longest/class tokens (the cost of an item grows with its length, measured ~linear)."""
+    length class that fits the call's inputs, scaled by their tokens over the class's (the cost
+    of an item grows with its length, measured ~linear).
+
+    `padded`: sentence-transformers pads a batch to its longest input, so every item costs the
+    longest's length (`h100-8b`'s encoders). vLLM's pooling runner packs the inputs without
+    padding, so a call costs its mean length (`cpu-reference`'s encoder servers: 16 rerank pairs
+    of which most were short took 170 ms there, against 610 ms with every pair full)."""
 
     host_s: float
     classes: tuple[LengthClass, ...]
+    padded: bool = True
 
-    def call_s(self, batch: int, longest_tokens: int) -> float:
+    def call_s(self, batch: int, tokens: float) -> float:
+        """A call of `batch` inputs costed at `tokens` tokens each."""
         if batch < 1:
             return 0.0
-        fits = [c for c in self.classes if c.tokens >= longest_tokens]
+        fits = [c for c in self.classes if c.tokens >= tokens]
         chosen = fits[0] if fits else self.classes[-1]
         part = max(chosen.latency_s(batch) - self.host_s, 0.0)
-        return self.host_s + part * longest_tokens / chosen.tokens
+        return self.host_s + part * tokens / chosen.tokens
+
+    def cost_of(self, lengths: Sequence[int]) -> float:
+        """A call with these inputs' token counts: padded to the longest, or at their mean."""
+        if not lengths:
+            return 0.0
+        return self.call_s(len(lengths), max(lengths) if self.padded else sum(lengths) / len(lengths))
 
 
 @dataclass(frozen=True)
@@ -146,7 +160,7 @@ class TwinProfile:
             def encoder(section: dict[str, Any]) -> EncoderCost:
                 classes = tuple(LengthClass(int(tokens), tuple(by_label[(section["engine"], label)].points))
                                 for label, tokens in sorted(section["classes"].items(), key=lambda kv: kv[1]))
-                return EncoderCost(float(section["host_s"]), classes)
+                return EncoderCost(float(section["host_s"]), classes, bool(section.get("padded", True)))
 
             return cls(data["name"], data["label"], LLMCost(**twin["llm"]["cost"]),
                        LLMConfig(**twin["llm"]["config"]), encoder(twin["embed"]), encoder(twin["rerank"]),

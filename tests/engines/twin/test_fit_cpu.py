@@ -8,7 +8,7 @@ import json
 import pytest
 
 from accel.engines.twin.fit import fit_cpu
-from accel.engines.twin.profile import LLMCost, TwinProfile
+from accel.engines.twin.profile import LLMCost, TwinProfile, load_profile
 
 TRUE = LLMCost(floor_s=0.008, per_token_s=0.0004, overlap_p=1.0, per_seq_s=0.0001, per_context_token_s=1e-6,
                per_prefill_pair_s=1.4e-7)
@@ -63,3 +63,14 @@ def test_an_llm_that_is_no_offline_model_is_refused() -> None:
     raw["llm"]["root"] = "meta-llama/Llama-3.1-8B"
     with pytest.raises(ValueError, match="not one of the offline models"):
         fit_cpu(raw)
+
+
+def test_pooling_servers_cost_a_call_at_its_mean_length_and_sentence_transformers_at_its_longest() -> None:
+    """vLLM's pooling runner packs a call's inputs; sentence-transformers pads them to the longest."""
+    cpu = TwinProfile.from_dict(fit_cpu(raw_from(TRUE)))
+    lengths = [256] + [16] * 15
+    assert not cpu.embed.padded and not cpu.rerank.padded
+    assert cpu.embed.cost_of(lengths) == pytest.approx(cpu.embed.call_s(16, sum(lengths) / 16))
+    assert cpu.embed.cost_of(lengths) < cpu.embed.cost_of([256] * 16) / 3
+    gpu = load_profile("h100-8b")
+    assert gpu.embed.padded and gpu.embed.cost_of(lengths) == pytest.approx(gpu.embed.call_s(16, 256))
