@@ -55,6 +55,8 @@ class Device:
         """The part of a call burned on one thread (the profile's `host_s`: request handling)."""
         self.slow_factor = 1.0
         self.simulated_s = 0.0
+        self.absorbed_s = 0.0
+        """Of `simulated_s`, the twin's own handling of calls, counted inside their host part."""
         self.lag_s = 0.0
         self.calls = 0
         self._stall_s = 0.0
@@ -80,10 +82,15 @@ class Device:
             stall, self._stall_s = self._stall_s, 0.0
             took = stall + seconds * self.slow_factor
             if self.burner is not None:  # on the host's cores: the call's time stretches as they are shared
+                # the measured host part holds the real server's handling of the request; the
+                # twin's own (parsing, tokens, vectors) since it arrived or got the device counts in it
+                own = self.clock() - max(arrived, self._free_at)
                 await self.sleep(stall)
                 serial = min(self.serial_s * self.slow_factor, took - stall)
-                await self.burner.work(serial, threads=1)  # the server's handling of the call: one thread
+                self.absorbed_s += min(max(own, 0.0), serial)
+                await self.burner.work(serial - own, threads=1)  # the server's handling of the call: one thread
                 await self.burner.work(took - stall - serial)  # the model's compute: every thread
+                self._free_at = self.clock()
                 if self._tail is done:  # nothing queued behind it: the worker spins, then sleeps
                     self.burner.idle(self.idle_spin_s)
             else:

@@ -54,12 +54,15 @@ class TwinEngine:
         """Wall time the twin fell behind its model (its own work longer than a step): a number
         measured on a twin is only as good as this is small."""
         self.simulated_s = 0.0
+        self.absorbed_s = 0.0
+        """Of `simulated_s`, the twin's own work between burned steps, counted inside them."""
         self.slow_factor = 1.0
         self.die_after_tokens: int | None = None
         self.dead = False
         self.on_death: Callable[[], None] | None = None
         self._stall_s = 0.0
         self._ends_at: float | None = None  # the last step's modelled end while steps run back to back
+        self._burned_at: float | None = None  # when the last burned step ended, while steps run back to back
         self._queues: dict[Seq, asyncio.Queue[Token | TwinDied]] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -114,7 +117,7 @@ class TwinEngine:
                 await self._advance(stall)
             step = self.scheduler.plan()
             if step is None:
-                self._ends_at = None
+                self._ends_at = self._burned_at = None
                 if self.burner is not None:
                     self.burner.idle(self.idle_spin_s)
                 self._wake.clear()
@@ -132,12 +135,20 @@ class TwinEngine:
                 self.die()
 
     async def _take(self, seconds: float) -> None:
-        """A step's time: burned on the host's cores (stretching as they are shared), or slept."""
+        """A step's time: burned on the host's cores (stretching as they are shared), or slept.
+
+        A measured step holds all of the real engine's work between two steps (scheduling,
+        sampling, sending tokens), so the twin's own work since the last burn (planning the
+        step, sending its tokens) is counted inside the step: only the rest is burned."""
         if self.burner is None:
             await self._advance(seconds)
             return
         self._ends_at = None
-        await self.burner.work(seconds)
+        own = 0.0 if self._burned_at is None else self.clock() - self._burned_at
+        self.lag_s += max(own - seconds, 0.0)
+        self.absorbed_s += min(own, seconds)
+        await self.burner.work(seconds - own)
+        self._burned_at = self.clock()
         self.simulated_s += seconds
 
     async def _advance(self, seconds: float) -> None:
