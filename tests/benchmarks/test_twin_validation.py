@@ -19,19 +19,19 @@ def report(stock: float, concurrent: float, accel: float, equal: float = 1.0) ->
 
 
 def test_a_twin_within_the_tolerances_passes() -> None:
-    verdict = compare(report(10.0, 8.0, 6.0), report(11.0, 8.6, 6.4))
+    verdict = compare([report(10.0, 8.0, 6.0)], [report(11.0, 8.6, 6.4)])
     assert verdict["passed"] and verdict["answers_equal_to_stock"]
     assert [round(r["error"], 3) for r in verdict["systems"]] == [0.1, 0.075, 0.067]
 
 
 def test_a_system_16_percent_off_fails() -> None:
-    verdict = compare(report(10.0, 8.0, 6.0), report(11.6, 8.0, 6.0))
+    verdict = compare([report(10.0, 8.0, 6.0)], [report(11.6, 8.0, 6.0)])
     assert not verdict["passed"]
     assert [r["ok"] for r in verdict["systems"]] == [False, True, True]
 
 
 def test_a_speedup_off_by_more_than_a_tenth_fails_though_every_time_is_close() -> None:
-    verdict = compare(report(10.0, 8.0, 5.0), report(10.7, 8.0, 4.6))  # 2.00x real, 2.33x twin
+    verdict = compare([report(10.0, 8.0, 5.0)], [report(10.7, 8.0, 4.6)])  # 2.00x real, 2.33x twin
     assert all(r["ok"] for r in verdict["systems"]) and not verdict["passed"]
     assert [s["ok"] for s in verdict["speedups"]] == [False, False]
 
@@ -40,13 +40,24 @@ def test_single_mode_has_no_stock_concurrent_to_compare() -> None:
     real, twin = report(10.0, 8.0, 6.0), report(10.5, 8.0, 6.2)
     for r in (real, twin):
         del r["systems"]["stock-concurrent"]
-    verdict = compare(real, twin)
+    verdict = compare([real], [twin])
     assert verdict["passed"] and [r["system"] for r in verdict["systems"]] == ["stock-sequential", "accel-topology"]
     assert [s["over"] for s in verdict["speedups"]] == ["stock-sequential"]
 
 
 def test_unequal_answers_are_reported() -> None:
-    assert not compare(report(10.0, 8.0, 6.0), report(10.0, 8.0, 6.0, equal=0.9))["answers_equal_to_stock"]
+    assert not compare([report(10.0, 8.0, 6.0)], [report(10.0, 8.0, 6.0, equal=0.9)])["answers_equal_to_stock"]
+
+
+def test_interleaved_repeats_compare_medians_so_one_outlying_real_run_does_not_decide() -> None:
+    reals = [report(10.0, 64.0, 45.0), report(10.2, 95.0, 50.0), report(9.8, 66.0, 46.0)]  # one real run swung 48%
+    twins = [report(10.5, 70.0, 48.0), report(10.6, 69.0, 47.5), report(10.4, 71.0, 48.5)]
+    assert not compare(reals[1:2], twins[1:2])["passed"]
+    verdict = compare(reals, twins)
+    assert verdict["passed"] and verdict["runs"] == 3
+    concurrent = verdict["systems"][1]
+    assert (concurrent["real_s"], concurrent["twin_s"]) == (66.0, 70.0)
+    assert concurrent["real_runs_s"] == [64.0, 95.0, 66.0]
 
 
 def _state(pid: int) -> str:
