@@ -12,6 +12,7 @@ report to stdout as one JSON document and everything for people to stderr.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -133,6 +134,8 @@ def _command(name: str) -> Callable[..., None]:
                                                        "the process, or as servers (`accel up --encoders server`)."),
         twin: str = typer.Option("", help="Run on engine twins of this profile (h100-8b; `accel up --twin`): "
                                           "every number is simulated, labelled so, with the twins' lag."),
+        record_content: Path | None = typer.Option(None, help="Record each engine request and its response here "
+                                                             "(JSON lines), for twins to replay (validation check 1)."),
         verbose: bool = quiet.VERBOSE,
     ) -> None:
         quiet.configure(verbose)
@@ -149,7 +152,7 @@ def _command(name: str) -> Callable[..., None]:
         )
         config.check()
         _check_engines(encoders, twin, private_stack)
-        with Steps(err) as steps, _engines(steps, config, private_stack, encoders) as (stack, indexed):
+        with _recording(record_content), Steps(err) as steps, _engines(steps, config, private_stack, encoders) as (stack, indexed):
             result = compare(config, stack, progress=steps.step, indexed=indexed)
         text = summary.render(result, out.width)
         verdict, _, rest = text.partition("\n\n")
@@ -171,6 +174,14 @@ def _command(name: str) -> Callable[..., None]:
 
     run.__doc__ = f"Compare the {name} example: stock, LlamaDistPC-like and accel (--ablations: policies, passes off)."
     return run
+
+
+def _recording(path: Path | None) -> contextlib.AbstractContextManager[Any]:
+    if path is None:
+        return contextlib.nullcontext()
+    from accel.benchmarks.content_recording import recording
+
+    return recording(path)
 
 
 def _check_engines(encoders: str, twin: str, private_size: str) -> None:

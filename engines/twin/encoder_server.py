@@ -30,6 +30,7 @@ from accel.engines.twin.engine import Clock, Sleep
 from accel.engines.twin.faults import Faults, FaultScript
 from accel.engines.twin.listener import Listener
 from accel.engines.twin.profile import EncoderCost, TwinProfile
+from accel.engines.twin.replay import EncoderReplay, replay_route
 
 log = logging.getLogger("accel.engines.twin.encoder_server")
 
@@ -133,9 +134,11 @@ class TwinEncoderServer:
                              0.0 if cores is None else cores.idle_spin_s, self.cost.host_s)
         self.faults = Faults(self._apply)
         self.listener: Listener | None = None
+        self.replay = EncoderReplay()
+        """Recorded vectors and scores (validation check 1 only: engines/twin/replay.py)."""
         self._refusal: asyncio.Task[None] | None = None
         routes = [Route("/v1/models", self._models), Route("/health", lambda _: Response(status_code=200)),
-                  Route("/metrics", self._metrics), *self.faults.routes()]
+                  Route("/metrics", self._metrics), *self.faults.routes(), replay_route(self._load_replay)]
         if kind == "embed":
             routes.append(Route("/v1/embeddings", self._embeddings, methods=["POST"]))
         else:
@@ -182,6 +185,14 @@ class TwinEncoderServer:
         if self.listener is not None:
             await self.listener.accept()
 
+    def _load_replay(self, records: list[dict[str, Any]] | None) -> int:
+        self.replay = EncoderReplay.load(records or ())
+        return len(self.replay.vectors) + len(self.replay.scores)
+
+    def _vector(self, text: str, dimensions: int) -> list[float]:
+        recorded = self.replay.vectors.get(text)
+        return recorded if recorded is not None and len(recorded) == dimensions else embedding(text, dimensions)
+
     # ---- the API ----
     def _tokens(self, text: str, pair: str | None = None) -> int:
         return len(self.tokenizer.encode(text, pair).ids)
@@ -203,7 +214,7 @@ class TwinEncoderServer:
         encode = body.get("encoding_format", "float") == "base64"
         data = []
         for index, text in enumerate(texts):
-            vector = embedding(text, dimensions)
+            vector = self._vector(text, dimensions)
             value: Any = base64.b64encode(struct.pack(f"<{dimensions}f", *vector)).decode() if encode else vector
             data.append({"index": index, "object": "embedding", "embedding": value})
         await self._call(lengths, arrived)
@@ -218,7 +229,7 @@ class TwinEncoderServer:
         if not isinstance(query, str) or not documents or not all(isinstance(d, str) for d in documents):
             return _error("rerank needs a string 'query' and a non-empty list of 'documents'")
         lengths = [self._tokens(query, document) for document in documents]
-        results = sorted(({"index": i, "document": {"text": d}, "relevance_score": score(query, d)}
+        results = sorted(({"index": i, "document": {"text": d}, "relevance_score": self.replay.score(query, d, score)}
                           for i, d in enumerate(documents)), key=lambda r: -r["relevance_score"])
         await self._call(lengths, arrived)
         top_n = int(body.get("top_n") or 0)
@@ -243,7 +254,8 @@ class TwinEncoderServer:
         if len(left) != len(right) or not right:
             return _error("text_1 must hold one text or as many as text_2")
         lengths = [self._tokens(q, d) for q, d in zip(left, right, strict=True)]
-        data = [{"index": i, "object": "score", "score": score(q, d)} for i, (q, d) in enumerate(zip(left, right, strict=True))]
+        data = [{"index": i, "object": "score", "score": self.replay.score(q, d, score)}
+                for i, (q, d) in enumerate(zip(left, right, strict=True))]
         await self._call(lengths, arrived)
         return JSONResponse({**self._head("score"), "data": data,
                              "usage": {"prompt_tokens": sum(lengths), "total_tokens": sum(lengths), "completion_tokens": 0}})

@@ -31,6 +31,7 @@ from accel.engines.twin.faults import Faults, FaultScript
 from accel.engines.twin.generation import Generation
 from accel.engines.twin.listener import Listener
 from accel.engines.twin.profile import TwinProfile
+from accel.engines.twin.replay import LLMReplay, replay_route
 from accel.engines.twin.scheduler import Seq
 
 log = logging.getLogger("accel.engines.twin.llm_server")
@@ -69,6 +70,8 @@ class TwinLLMServer:
         self.engine.on_death = self._died
         self.faults = Faults(self._apply)
         self.listener: Listener | None = None
+        self.replay: LLMReplay | None = None
+        """Recorded answers (validation check 1 only: engines/twin/replay.py)."""
         self._refusal: asyncio.Task[None] | None = None
         routes = [
             Route("/v1/completions", self._completions, methods=["POST"]),
@@ -80,6 +83,7 @@ class TwinLLMServer:
             Route("/health", lambda _: Response(status_code=200)),
             Route("/metrics", self._metrics),
             *self.faults.routes(),
+            replay_route(self._load_replay),
         ]
         self.app = self.faults.middleware(Starlette(routes=routes))
 
@@ -130,6 +134,19 @@ class TwinLLMServer:
         if self.listener is not None and not self.engine.dead:
             await self.listener.accept()
 
+    def _load_replay(self, records: list[dict[str, Any]] | None) -> int:
+        def prompt_ids(body: dict[str, Any], chat: bool) -> list[int]:
+            try:
+                return self._prompt_ids(body, chat)
+            except BadRequest:
+                return []
+
+        def encode(text: str) -> list[int]:
+            return list(self.tokenizer(text, add_special_tokens=False).input_ids)
+
+        self.replay = None if records is None else LLMReplay.load(records, prompt_ids, encode)
+        return 0 if self.replay is None else len(self.replay.answers)
+
     # ---- requests ----
     def _prompt_ids(self, body: dict[str, Any], chat: bool) -> list[int]:
         if chat:
@@ -166,7 +183,8 @@ class TwinLLMServer:
         max_tokens = max_tokens or body.get("max_tokens") or room
         stops = body.get("stop") or ()
         stops = (stops,) if isinstance(stops, str) else tuple(stops)
-        plan = OutputPlan(prompt, body, self.vocab, self.tokenizer.eos_token_id, self.profile.answer_tokens)
+        replayed = None if self.replay is None else self.replay.plan(prompt, body, chat, self.tokenizer.eos_token_id)
+        plan = replayed or OutputPlan(prompt, body, self.vocab, self.tokenizer.eos_token_id, self.profile.answer_tokens)
         seq = Seq(uuid.uuid4().hex, prompt, min(int(max_tokens), room), plan, priority=int(body.get("priority", 0)))
         return Generation(seq, self.pieces, stops, frozenset(body.get("stop_token_ids") or ()))
 
