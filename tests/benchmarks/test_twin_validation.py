@@ -76,3 +76,29 @@ def test_the_real_stack_is_stopped_while_the_twins_run_and_continued_after(tmp_p
     finally:
         server.kill()
         server.wait()
+
+
+async def test_the_twins_of_a_home_replay_a_recording_inside_and_their_own_content_after(tmp_path: Path) -> None:
+    import asyncio
+    import json
+
+    from accel.benchmarks.twin_validation import replaying
+    from accel.engines.twin.encoder_server import TwinEncoderServer
+    from accel.engines.twin.profile import load_profile
+
+    server = TwinEncoderServer(load_profile("h100-8b"), "embed")
+    await server.start()
+    try:
+        (tmp_path / "stack.json").write_text(json.dumps({"embed_base_url": server.listener.base_url + "/v1"}))
+        recording = tmp_path / "content.jsonl"
+        recording.write_text(json.dumps({"path": "/v1/embeddings", "request": {"input": "x"},
+                                         "response": json.dumps({"data": [{"index": 0, "embedding": [1.0] * 384}]})}) + "\n")
+
+        def inside() -> int:
+            with replaying(tmp_path, recording):
+                return len(server.replay.vectors)
+
+        assert await asyncio.to_thread(inside) == 1
+        assert server.replay.vectors == {}
+    finally:
+        await server.close()
