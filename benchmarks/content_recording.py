@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,8 @@ from typing import Any
 import httpx
 
 from accel.engines.twin.replay import EMBED_PATHS, LLM_PATHS, RERANK_PATHS
+
+from .transports import intercepting
 
 RECORDED_PATHS = frozenset((*LLM_PATHS, *EMBED_PATHS, *RERANK_PATHS))
 
@@ -82,25 +84,24 @@ class _AsyncTee(httpx.AsyncByteStream):
 def recording(path: Path) -> Iterator[Recorder]:
     """Record every engine request's response while inside; written to `path` on the way out."""
     recorder = Recorder()
-    sync_send, async_send = httpx.HTTPTransport.handle_request, httpx.AsyncHTTPTransport.handle_async_request
 
-    def handle_request(self: httpx.HTTPTransport, request: httpx.Request) -> httpx.Response:
-        response = sync_send(self, request)
-        if recorder.wants(request) and "content-encoding" not in response.headers:
-            response.stream = _SyncTee(response.stream, lambda body: recorder.keep(request, response.status_code, body))
-        return response
+    def tee(request: httpx.Request) -> Callable[[httpx.Response], None] | None:
+        if not recorder.wants(request):
+            return None
 
-    async def handle_async_request(self: httpx.AsyncHTTPTransport, request: httpx.Request) -> httpx.Response:
-        response = await async_send(self, request)
-        if recorder.wants(request) and "content-encoding" not in response.headers:
-            response.stream = _AsyncTee(response.stream, lambda body: recorder.keep(request, response.status_code, body))
-        return response
+        def read(response: httpx.Response) -> None:
+            if "content-encoding" in response.headers:  # compressed: not what the client decodes
+                return
 
-    httpx.HTTPTransport.handle_request = handle_request  # type: ignore[method-assign]
-    httpx.AsyncHTTPTransport.handle_async_request = handle_async_request  # type: ignore[method-assign]
+            def keep(body: bytes) -> None:
+                recorder.keep(request, response.status_code, body)
+
+            stream = response.stream
+            response.stream = _AsyncTee(stream, keep) if isinstance(stream, httpx.AsyncByteStream) else _SyncTee(stream, keep)
+        return read
+
     try:
-        yield recorder
+        with intercepting(tee):
+            yield recorder
     finally:
-        httpx.HTTPTransport.handle_request = sync_send  # type: ignore[method-assign]
-        httpx.AsyncHTTPTransport.handle_async_request = async_send  # type: ignore[method-assign]
         recorder.write(path)

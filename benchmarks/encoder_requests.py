@@ -17,6 +17,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from .transports import intercepting
+
 
 class RequestCounter:
     """Requests sent so far to each named server (matched by scheme, host and port)."""
@@ -51,23 +53,12 @@ def counting(stack: Any) -> Iterator[RequestCounter | None]:
         yield None
         return
     counter = RequestCounter(servers)
-    sync_send, async_send = httpx.HTTPTransport.handle_request, httpx.AsyncHTTPTransport.handle_async_request
 
-    def handle_request(self: httpx.HTTPTransport, request: httpx.Request) -> httpx.Response:
+    def seen(request: httpx.Request) -> None:
         counter.seen(request.url)
-        return sync_send(self, request)
 
-    async def handle_async_request(self: httpx.AsyncHTTPTransport, request: httpx.Request) -> httpx.Response:
-        counter.seen(request.url)
-        return await async_send(self, request)
-
-    httpx.HTTPTransport.handle_request = handle_request  # type: ignore[method-assign]
-    httpx.AsyncHTTPTransport.handle_async_request = handle_async_request  # type: ignore[method-assign]
-    try:
+    with intercepting(seen):
         yield counter
-    finally:
-        httpx.HTTPTransport.handle_request = sync_send  # type: ignore[method-assign]
-        httpx.AsyncHTTPTransport.handle_async_request = async_send  # type: ignore[method-assign]
 
 
 def delta(counter: RequestCounter | None, before: dict[str, int] | None) -> dict[str, int] | None:

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 
 from accel.engines.offline.llm import build_llm
+from accel.engines.twin.encoder_server import TwinEncoderServer
 from accel.engines.twin.llm_server import TwinLLMServer
 from accel.engines.twin.profile import load_profile
 
@@ -64,3 +65,21 @@ async def make_twin(clock: VirtualClock) -> AsyncIterator[Callable[..., Awaitabl
     yield make
     for server in servers:
         await server.close()
+
+
+@pytest.fixture
+async def embedder(clock: VirtualClock) -> AsyncIterator[TwinEncoderServer]:
+    """An `h100-8b` embedding twin on the virtual clock."""
+    server = TwinEncoderServer(load_profile("h100-8b"), "embed", sleep=clock.sleep, clock=clock.now)
+    await server.start()
+    yield server
+    await server.close()
+
+
+@pytest.fixture
+async def reranker(clock: VirtualClock) -> AsyncIterator[TwinEncoderServer]:
+    """An `h100-8b` rerank twin on the virtual clock."""
+    server = TwinEncoderServer(load_profile("h100-8b"), "rerank", sleep=clock.sleep, clock=clock.now)
+    await server.start()
+    yield server
+    await server.close()

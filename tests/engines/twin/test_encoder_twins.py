@@ -10,28 +10,12 @@ import struct
 import httpx
 import pytest
 
-from accel.engines.twin.encoder_server import Device, TwinEncoderServer
+from accel.engines.twin.encoder_server import Device
 from accel.engines.twin.profile import load_profile
 
 PROFILE = load_profile("h100-8b")
 DOCS = ["Sort a Python list in place with list.sort.", "The weather in Paris is mild in spring.",
         "A dictionary maps keys to values in Python."]
-
-
-@pytest.fixture
-async def embedder(clock):
-    server = TwinEncoderServer(PROFILE, "embed", sleep=clock.sleep, clock=clock.now)
-    await server.start()
-    yield server
-    await server.close()
-
-
-@pytest.fixture
-async def reranker(clock):
-    server = TwinEncoderServer(PROFILE, "rerank", sleep=clock.sleep, clock=clock.now)
-    await server.start()
-    yield server
-    await server.close()
 
 
 def _cosine(a: list[float], b: list[float]) -> float:

@@ -13,27 +13,7 @@ import pytest
 
 from accel.benchmarks.content_recording import recording
 from accel.engines.twin.content import embedding
-from accel.engines.twin.encoder_server import TwinEncoderServer
-from accel.engines.twin.profile import load_profile
 from accel.engines.twin.replay import answer_text
-
-PROFILE = load_profile("h100-8b")
-
-
-@pytest.fixture
-async def embedder(clock):
-    server = TwinEncoderServer(PROFILE, "embed", sleep=clock.sleep, clock=clock.now)
-    await server.start()
-    yield server
-    await server.close()
-
-
-@pytest.fixture
-async def reranker(clock):
-    server = TwinEncoderServer(PROFILE, "rerank", sleep=clock.sleep, clock=clock.now)
-    await server.start()
-    yield server
-    await server.close()
 
 
 async def test_the_recorder_keeps_each_engine_request_with_the_body_its_client_read(make_twin, embedder, tmp_path) -> None:
