@@ -45,9 +45,24 @@ LATENCY_TOLERANCE = 0.15
 SPEEDUP_TOLERANCE = 0.1
 
 
-def _accel(home: Path, *args: str) -> None:
+def _accel(home: Path, *args: str, env: dict[str, str] | None = None) -> None:
     command = [sys.executable, "-c", "from accel.cli import main; main()", *args]
-    subprocess.run(command, env={**os.environ, "ACCEL_HOME": str(home)}, check=True)
+    subprocess.run(command, env={**os.environ, **(env or {}), "ACCEL_HOME": str(home)}, check=True)
+
+
+class CannotReset(SystemExit):
+    """The real stack's vLLM kept its prefix cache between systems, where the twin empties it."""
+
+
+def check_reset(report: dict[str, Any], home: Path) -> None:
+    """The twins empty their prefix cache between systems; a real server started without
+    `VLLM_SERVER_DEV_MODE=1` cannot, so its later systems reuse earlier ones' prompts (in the
+    first runs: 11,008 cached tokens in LangChain batch 32's stock-concurrent, against the twin's 0)."""
+    if not report.get("prefix_cache_reset_between_systems"):
+        raise CannotReset(f"twin_validation: the real stack in {home} cannot empty vLLM's prefix cache between "
+                          f"systems (its server runs without VLLM_SERVER_DEV_MODE=1), so it is not the stack the "
+                          f"twin models. Remedy: ACCEL_HOME={home} accel down, then run this again (it starts the "
+                          f"stack with VLLM_SERVER_DEV_MODE=1).")
 
 
 def bench(home: Path, framework: str, mode: str, queries: int, engines: list[str], out: Path) -> dict[str, Any]:
@@ -161,7 +176,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     args.out.mkdir(parents=True, exist_ok=True)
     wanted = {tuple(c.split(":")) for c in args.cases.split(",")} if args.cases != "all" else None
-    _accel(args.real_home, "up", "--encoders", "server")
+    _accel(args.real_home, "up", "--encoders", "server", env={"VLLM_SERVER_DEV_MODE": "1"})  # /reset_prefix_cache
     _accel(args.twin_home, "up", "--twin", args.profile)
     results = []
     for framework, mode, queries in CASES:
@@ -176,6 +191,7 @@ def main() -> None:
             record = [] if recording is None else ["--record-content", str(recording)]
             reals.append(bench(args.real_home, framework, mode, queries, ["--encoders", "server", *record],
                                args.out / f"real-{suffix}.json"))
+            check_reset(reals[-1], args.real_home)
             with frozen(args.real_home) as stopped, replaying(args.twin_home, recording):
                 log.info("%s: the %s twins (run %d of %d; real servers stopped: %s)", case, args.profile, run,
                          args.repeats, stopped)

@@ -7,7 +7,9 @@ import os
 import subprocess
 from pathlib import Path
 
-from accel.benchmarks.twin_validation import compare, frozen
+import pytest
+
+from accel.benchmarks.twin_validation import CannotReset, check_reset, compare, frozen
 from accel.engines.stack_home import home_tag
 
 
@@ -58,6 +60,13 @@ def test_interleaved_repeats_compare_medians_so_one_outlying_real_run_does_not_d
     concurrent = verdict["systems"][1]
     assert (concurrent["real_s"], concurrent["twin_s"]) == (66.0, 70.0)
     assert concurrent["real_runs_s"] == [64.0, 95.0, 66.0]
+
+
+def test_a_real_stack_that_kept_its_prefix_cache_between_systems_stops_the_check_with_the_remedy(tmp_path: Path) -> None:
+    check_reset({"prefix_cache_reset_between_systems": True}, tmp_path)
+    with pytest.raises(CannotReset) as stop:
+        check_reset({"prefix_cache_reset_between_systems": False}, tmp_path)
+    assert "VLLM_SERVER_DEV_MODE=1" in str(stop.value) and f"ACCEL_HOME={tmp_path} accel down" in str(stop.value)
 
 
 def _state(pid: int) -> str:
