@@ -97,20 +97,21 @@ def _max_tokens(body: dict[str, Any], chat: bool) -> int | None:
 
 
 class ReplayPlan:
-    """A recorded answer's tokens, then EOS if it stopped there (`OutputPlan`'s interface). A
-    recorded answer cut by `max_tokens` never reaches its end: the scheduler stops it first."""
+    """A recorded answer's tokens, then EOS if it stopped there (`OutputPlan`'s interface).
+
+    An answer cut by `max_tokens` that re-encodes into fewer tokens than the real model sent
+    repeats its last token up to `max_tokens`, so the twin takes the real run's decode steps."""
 
     def __init__(self, tokens: list[int], eos_id: int | None) -> None:
         self.tokens = tokens
         self.eos_id = eos_id
-        self.eos_at = len(tokens) + 1 if eos_id is not None else None
 
     def token(self, position: int) -> int:
         if position < len(self.tokens):
             return self.tokens[position]
         if self.eos_id is not None:
             return self.eos_id
-        return self.tokens[-1] if self.tokens else 0  # past a recorded `length` cut: only reached with a larger max_tokens
+        return self.tokens[-1] if self.tokens else 0
 
 
 @dataclass
