@@ -39,7 +39,7 @@ class Recorder:
     def keep(self, request: httpx.Request, status: int, body: bytes) -> None:
         try:
             sent = json.loads(request.content)
-        except ValueError:
+        except (ValueError, httpx.RequestNotRead):  # not JSON, or a streamed body: nothing to key it by
             return
         record = {"path": request.url.path, "status": status, "request": sent, "response": body.decode(errors="replace")}
         with self._lock:
