@@ -89,6 +89,7 @@ class Device:
                 await self.sleep(stall)
                 serial = min(self.serial_s * self.slow_factor, took - stall)
                 self.absorbed_s += min(max(own, 0.0), serial)
+                self.lag_s += max(own - serial, 0.0)  # its own work outran the modelled host part
                 await self.burner.work(serial - own, threads=1)  # the server's handling of the call: one thread
                 await self.burner.work(took - stall - serial)  # the model's compute: every thread
                 self._free_at = self.clock()
