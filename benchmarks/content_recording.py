@@ -5,13 +5,16 @@ validation check 1 in docs/twins.md).
 Installed at httpx's transports, where the openai and cohere SDKs and accel's server engines all
 send, for the whole `accel bench` run (`--record-content PATH`): the documents indexed before the
 systems run are recorded too. A response is kept once its body has been read to the end, as the
-client reads it; the recorder only copies bytes it is handed.
+client reads it; the recorder only copies bytes it is handed. Each record also says when its
+request was sent and its body read to the end (`sent_at`, `done_at`, Unix seconds), so a
+recording doubles as the run's engine-call timeline.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,12 +39,14 @@ class Recorder:
     def wants(self, request: httpx.Request) -> bool:
         return request.method == "POST" and request.url.path in RECORDED_PATHS
 
-    def keep(self, request: httpx.Request, status: int, body: bytes) -> None:
+    def keep(self, request: httpx.Request, status: int, body: bytes, sent_at: float) -> None:
+        done_at = time.time()
         try:
             sent = json.loads(request.content)
         except (ValueError, httpx.RequestNotRead):  # not JSON, or a streamed body: nothing to key it by
             return
-        record = {"path": request.url.path, "status": status, "request": sent, "response": body.decode(errors="replace")}
+        record = {"path": request.url.path, "status": status, "request": sent, "response": body.decode(errors="replace"),
+                  "sent_at": round(sent_at, 4), "done_at": round(done_at, 4)}
         with self._lock:
             self.records.append(record)
 
@@ -88,13 +93,14 @@ def recording(path: Path) -> Iterator[Recorder]:
     def tee(request: httpx.Request) -> Callable[[httpx.Response], None] | None:
         if not recorder.wants(request):
             return None
+        sent_at = time.time()
 
         def read(response: httpx.Response) -> None:
             if "content-encoding" in response.headers:  # compressed: not what the client decodes
                 return
 
             def keep(body: bytes) -> None:
-                recorder.keep(request, response.status_code, body)
+                recorder.keep(request, response.status_code, body, sent_at)
 
             stream = response.stream
             response.stream = _AsyncTee(stream, keep) if isinstance(stream, httpx.AsyncByteStream) else _SyncTee(stream, keep)

@@ -33,6 +33,10 @@ async def test_the_recorder_keeps_each_engine_request_with_the_body_its_client_r
     assert records[1]["response"] == streamed
     assert answer_text("/v1/completions", records[1]["response"]) == (plain["choices"][0]["text"], "length")
     assert json.loads(records[2]["response"]) == vectors
+    # a timeline too: each request's send and read-to-the-end times, in the order bodies were read
+    assert all(r["sent_at"] <= r["done_at"] for r in records)
+    assert [r["done_at"] for r in records] == sorted(r["done_at"] for r in records)
+    assert records[1]["sent_at"] >= records[0]["done_at"]  # the client awaited the first before sending the second
 
 
 def _write(path: Path, records: list[dict]) -> Path:
