@@ -90,10 +90,11 @@ class Device:
                 serial = min(self.serial_s * self.slow_factor, took - stall)
                 self.absorbed_s += min(max(own, 0.0), serial)
                 self.lag_s += max(own - serial, 0.0)  # its own work outran the modelled host part
-                await self.burner.serve(serial - own)  # the server's handling of the call: its front process
-                await self.burner.work(took - stall - serial)  # the model's compute: the worker's threads
+                await self.burner.work(serial - own, threads=1)  # the server's handling of the call: one thread
+                await self.burner.work(took - stall - serial)  # the model's compute: every thread
                 self._free_at = self.clock()
-                self.burner.idle(self.idle_spin_s)  # the worker spins (yielding) until the next call, or sleeps
+                if self._tail is done:  # nothing queued behind it: the worker spins, then sleeps
+                    self.burner.idle(self.idle_spin_s)
             else:
                 self._free_at = max(arrived, self._free_at) + took
                 now = self.clock()
@@ -129,7 +130,8 @@ class TwinEncoderServer:
         self.tokenizer.enable_truncation(MAX_TOKENS)
         self.tokenizer.no_padding()
         cores = profile.host_cores
-        self.device = Device(sleep, clock, None if cores is None else cores.burner(kind),
+        threads = None if cores is None else cores.embed_threads if kind == "embed" else cores.rerank_threads
+        self.device = Device(sleep, clock, None if threads is None else Burner(threads, f"twin {kind}"),
                              0.0 if cores is None else cores.idle_spin_s, self.cost.host_s)
         self.faults = Faults(self._apply)
         self.listener: Listener | None = None

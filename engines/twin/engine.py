@@ -116,8 +116,10 @@ class TwinEngine:
                 stall, self._stall_s = self._stall_s, 0.0
                 await self._advance(stall)
             step = self.scheduler.plan()
-            if step is None:  # a burning twin's worker spins on since its last step (`_take`)
+            if step is None:
                 self._ends_at = self._burned_at = None
+                if self.burner is not None:
+                    self.burner.idle(self.idle_spin_s)
                 self._wake.clear()
                 await self._wake.wait()
                 continue
@@ -146,9 +148,6 @@ class TwinEngine:
         self.lag_s += max(own - seconds, 0.0)
         self.absorbed_s += min(own, seconds)
         await self.burner.work(seconds - own)
-        # vLLM-CPU's worker spins (yielding) from each step until the next one's input arrives,
-        # or for `idle_spin_s` when none does: on a shared core that waiting costs it its turn
-        self.burner.idle(self.idle_spin_s)
         self._burned_at = self.clock()
         self.simulated_s += seconds
 

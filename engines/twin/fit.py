@@ -118,15 +118,6 @@ def _fit_cpu_steps(decode: list[dict[str, Any]], prefill: list[dict[str, Any]]) 
             "per_context_token_s": float(per_context), "per_prefill_pair_s": float(per_pair)}
 
 
-VLLM_CPU_RESERVED_CORES = 1
-"""Cores vLLM-CPU leaves to its scheduler process on x86 (one per local worker;
-vllm/utils/ompmultiprocessing.py): its worker's OpenMP threads are pinned to the rest, so on
-this machine's 2 cores every server's compute runs on core 0, one thread each (read from
-/proc/<pid>/task/*/status: `VLLM::Worker` Cpus_allowed_list 0)."""
-ENGINE_CORE_SPIN_SHARE = 0.6
-"""The share of a core a vLLM-CPU server's engine core process spins while its worker computes
-(busy-waiting on the worker's shared-memory queue): 0.54 during a 0.48 s LLM call and 0.65
-during a 0.86 s rerank call, from the processes' CPU time in /proc (docs/twins.md)."""
 CPU_MAX_NUM_SEQS = 128
 CPU_MAX_NUM_BATCHED_TOKENS = 2048
 """vLLM's defaults for the OpenAI server on a CPU (`EngineArgs._get_default_...`, world size 1)."""
@@ -143,8 +134,6 @@ def fit_cpu(raw: dict[str, Any]) -> dict[str, Any]:
     engines = [_encoder_profile("twin-embed", label, c["rows"]) for label, c in encoders["embed"].items()]
     engines.append(_encoder_profile("twin-rerank", "pairs", encoders["rerank"]["pairs"]["rows"]))
     cores = int(raw["machine"]["cores"])
-    reserved = VLLM_CPU_RESERVED_CORES if cores > VLLM_CPU_RESERVED_CORES else 0
-    threads = cores - reserved
     root = str(llm.get("root") or llm["model"]).rstrip("/")
     tokenizer = next((size for size in ("tiny", "bench") if root.endswith(f"llm-{size}")), None)
     if tokenizer is None:
@@ -173,9 +162,8 @@ def fit_cpu(raw: dict[str, Any]) -> dict[str, Any]:
                       "host_s": encoders["embed_host_ms"] / 1e3, "padded": False},
             "rerank": {"engine": "twin-rerank", "classes": {"pairs": encoders["rerank"]["pairs"]["tokens"]},
                        "host_s": encoders["rerank_host_ms"] / 1e3, "padded": False},
-            "host_cores": {"llm_threads": threads, "embed_threads": threads, "rerank_threads": threads,
-                           "idle_spin_s": float(raw.get("spin_s") or 0.0), "reserved_cores": reserved,
-                           "scheduler_spin_share": ENGINE_CORE_SPIN_SHARE},
+            "host_cores": {"llm_threads": cores, "embed_threads": cores, "rerank_threads": cores,
+                           "idle_spin_s": float(raw.get("spin_s") or 0.0)},
         },
         "measurements": {"llm_decode": decode, "llm_prefill": prefill, "raw": raw},
     }

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 import json
-import os
 from dataclasses import dataclass
 from importlib import resources
 from collections.abc import Sequence
@@ -19,8 +18,6 @@ from typing import Any
 
 from accel.engines.errors import InvalidRequest
 from accel.engines.profile import EngineProfile, ProfilePoint
-
-from accel.engines.twin.burn import Burner
 
 def _shipped() -> tuple[str, ...]:
     """The profiles in the package's profiles/ folder, by name (`h100-8b`, `cpu-reference`)."""
@@ -124,30 +121,14 @@ class EncoderCost:
 @dataclass(frozen=True)
 class HostCores:
     """Engines that compute on the host's own cores (vLLM-CPU servers, the LLM's and the pooling
-    encoders'), so their twins burn there (engines/twin/burn.py) instead of sleeping: how many
-    compute threads each server's worker runs, how many cores vLLM-CPU leaves to its scheduler
-    process (the compute threads are pinned to the others, every server to the same ones), how
-    much of a core that engine core process spins while its worker computes, and how long the
-    worker spins after its last step before it sleeps (`SpinCondition.busy_loop_s`)."""
+    encoders'): how many compute threads each runs, so its twin burns that many cores
+    (engines/twin/burn.py) instead of sleeping, and how long a vLLM-CPU worker spins after its
+    last step before it sleeps (`SpinCondition.busy_loop_s`)."""
 
     llm_threads: int
     embed_threads: int
     rerank_threads: int
     idle_spin_s: float
-    reserved_cores: int = 0
-    scheduler_spin_share: float = 0.0
-
-    def compute_cores(self) -> tuple[int, ...] | None:
-        """The cores vLLM-CPU binds its workers to here: the allowed ones but the last
-        `reserved_cores` (vllm/utils/ompmultiprocessing.py); None: not pinned."""
-        if not self.reserved_cores:
-            return None
-        allowed = sorted(os.sched_getaffinity(0))
-        return tuple(allowed[:-self.reserved_cores]) if len(allowed) > self.reserved_cores else tuple(allowed)
-
-    def burner(self, kind: str) -> Burner:
-        threads = {"llm": self.llm_threads, "embed": self.embed_threads, "rerank": self.rerank_threads}[kind]
-        return Burner(threads, f"twin {kind}", cores=self.compute_cores(), spin_share=self.scheduler_spin_share)
 
 
 @dataclass(frozen=True)

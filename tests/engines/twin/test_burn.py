@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-import time
 
 import httpx
 import pytest
@@ -80,63 +79,6 @@ async def test_an_idle_spin_takes_cpu_while_nothing_runs(burner: Burner) -> None
     await asyncio.sleep(0.6)
     assert cpu_s(first) - before[0] > 0.1  # vLLM-CPU's worker spins after its last step
     assert cpu_s(second) - before[1] < 0.1  # the other threads sleep
-
-
-async def test_serve_burns_on_the_front_worker_alone(burner: Burner) -> None:
-    """A call's request handling runs in the server's front process, not in its compute threads."""
-    await burner.work(0.01)
-    front, computes = burner._front.pid, [w.pid for w in burner._workers]
-    before = cpu_s(front), [cpu_s(pid) for pid in computes]
-    await burner.serve(0.3)
-    assert 0.28 <= cpu_s(front) - before[0] < 0.6
-    assert all(cpu_s(pid) - b < 0.1 for pid, b in zip(computes, before[1], strict=True))
-
-
-async def test_compute_workers_are_pinned_as_vllm_cpu_pins_its_worker() -> None:
-    allowed = sorted(os.sched_getaffinity(0))
-    burner = await Burner(1, "test", cores=allowed[:1]).start()
-    try:
-        assert os.sched_getaffinity(burner._workers[0].pid) == {allowed[0]}
-        assert os.sched_getaffinity(burner._front.pid) == set(allowed)  # the front process is not pinned
-        # every twin of a vLLM-CPU server pins to the same compute cores, leaving the last to schedulers
-        cores = HostCores(llm_threads=1, embed_threads=1, rerank_threads=1, idle_spin_s=1.0, reserved_cores=1)
-        assert cores.compute_cores() == (tuple(allowed[:-1]) if len(allowed) > 1 else tuple(allowed))
-    finally:
-        await burner.close()
-
-
-def idle_s() -> float:
-    """The machine's idle CPU seconds so far, over all cores (/proc/stat)."""
-    with open("/proc/stat") as stat:
-        fields = stat.readline().split()
-    return (int(fields[4]) + int(fields[5])) / TICK
-
-
-async def test_the_front_worker_spins_its_share_of_idle_cpu_while_the_compute_workers_work() -> None:
-    burner = await Burner(1, "test", spin_share=0.5).start()
-    try:
-        await burner.work(0.01)
-        front, compute = burner._front.pid, burner._workers[0].pid
-        before, idle = (cpu_s(front), cpu_s(compute)), idle_s()
-        started = time.monotonic()
-        await burner.work(0.6)
-        took, left_idle = time.monotonic() - started, idle_s() - idle
-        spun, worked = cpu_s(front) - before[0], cpu_s(compute) - before[1]
-        assert 0.58 <= worked < 1.0
-        # half a core for the step's length (0.3 s of 0.6 s on a quiet machine), never more
-        assert spun <= 0.5 * took + 0.05, (spun, took)
-        # like vLLM's SpinCondition it yields to any other work, so it takes only idle CPU: on a
-        # machine kept busy it gets none, on one with a core to spare it spins
-        assert spun > 0.1 or left_idle < 0.1, (spun, left_idle)
-        await asyncio.sleep(0.3)  # the step is over: the spin ended with it
-        assert cpu_s(front) - before[0] - spun < 0.05
-    finally:
-        await burner.close()
-
-
-def test_a_spin_share_is_a_fraction_of_a_core() -> None:
-    with pytest.raises(ValueError, match="fraction of a core"):
-        Burner(1, "none", spin_share=1.5)
 
 
 async def test_a_dead_worker_is_a_clear_error(burner: Burner) -> None:
