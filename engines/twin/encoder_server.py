@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from accel.engines.encoder_servers import EMBED, RERANK
 from accel.engines.twin.burn import Burner
 from accel.engines.twin.content import embedding, score
 from accel.engines.twin.engine import Clock, Sleep
@@ -36,7 +37,9 @@ log = logging.getLogger("accel.engines.twin.encoder_server")
 
 DIMENSIONS = 384
 """MiniLM-L6's embedding width."""
-MAX_TOKENS = 512
+MAX_MODEL_LEN = {"embed": EMBED.max_model_len, "rerank": RERANK.max_model_len}
+"""What `accel up --encoders server` starts the real pooling servers with: a longer input is a
+400 there, so it is one here."""
 
 
 class Device:
@@ -127,8 +130,9 @@ class TwinEncoderServer:
         self.cost: EncoderCost = profile.embed if kind == "embed" else profile.rerank
         self.model = served_model_name or ("sentence-transformers/all-MiniLM-L6-v2" if kind == "embed" else "reranker")
         self.tokenizer = Tokenizer.from_file(str(packaged_minilm_path() / "tokenizer.json"))
-        self.tokenizer.enable_truncation(MAX_TOKENS)
         self.tokenizer.no_padding()
+        self.tokenizer.no_truncation()  # the file cuts at 128; lengths must be whole to refuse as vLLM does
+        self.max_model_len = MAX_MODEL_LEN[kind]
         cores = profile.host_cores
         threads = None if cores is None else cores.embed_threads if kind == "embed" else cores.rerank_threads
         self.device = Device(sleep, clock, None if threads is None else Burner(threads, f"twin {kind}"),
@@ -198,6 +202,21 @@ class TwinEncoderServer:
     def _tokens(self, text: str, pair: str | None = None) -> int:
         return len(self.tokenizer.encode(text, pair).ids)
 
+    def _fit(self, lengths: list[int], body: dict[str, Any]) -> list[int] | Response:
+        """The lengths the server computes, or vLLM's answer to an input over `max_model_len`
+        (renderers/params.py: a 400) unless the request asks to cut it (`truncate_prompt_tokens`,
+        as accel's and LangChain's embedding clients send it; -1: at `max_model_len`)."""
+        cut = body.get("truncate_prompt_tokens")
+        if isinstance(cut, int) and not isinstance(cut, bool) and cut != 0:
+            limit = self.max_model_len if cut < 0 else min(cut, self.max_model_len)
+            return [min(n, limit) for n in lengths]
+        longest = max(lengths, default=0)
+        if longest <= self.max_model_len:
+            return lengths
+        return _error(f"This model's maximum context length is {self.max_model_len} tokens. However, your prompt "
+                      f"contains {longest} input tokens, which exceeds this limit even without any output tokens. "
+                      f"Please reduce the length of the input prompt.")
+
     async def _call(self, lengths: list[int], arrived: float) -> None:
         await self.device.run(self.cost.cost_of(lengths), arrived)
 
@@ -211,7 +230,10 @@ class TwinEncoderServer:
         if texts is None:
             return _error("'input' must be a string, a list of strings, or token ids")
         dimensions = int(body.get("dimensions") or DIMENSIONS)
-        lengths = [self._tokens(text) for text in texts]
+        fitted = self._fit([self._tokens(text) for text in texts], body)
+        if isinstance(fitted, Response):
+            return fitted
+        lengths = fitted
         encode = body.get("encoding_format", "float") == "base64"
         data = []
         for index, text in enumerate(texts):
@@ -229,7 +251,10 @@ class TwinEncoderServer:
         documents = [d.get("text") if isinstance(d, dict) else d for d in (documents or [])]
         if not isinstance(query, str) or not documents or not all(isinstance(d, str) for d in documents):
             return _error("rerank needs a string 'query' and a non-empty list of 'documents'")
-        lengths = [self._tokens(query, document) for document in documents]
+        fitted = self._fit([self._tokens(query, document) for document in documents], body)
+        if isinstance(fitted, Response):
+            return fitted
+        lengths = fitted
         results = sorted(({"index": i, "document": {"text": d}, "relevance_score": self.replay.score(query, d, score)}
                           for i, d in enumerate(documents)), key=lambda r: -r["relevance_score"])
         await self._call(lengths, arrived)
@@ -254,7 +279,10 @@ class TwinEncoderServer:
             left = left * len(right)
         if len(left) != len(right) or not right:
             return _error("text_1 must hold one text or as many as text_2")
-        lengths = [self._tokens(q, d) for q, d in zip(left, right, strict=True)]
+        fitted = self._fit([self._tokens(q, d) for q, d in zip(left, right, strict=True)], body)
+        if isinstance(fitted, Response):
+            return fitted
+        lengths = fitted
         data = [{"index": i, "object": "score", "score": self.replay.score(q, d, score)}
                 for i, (q, d) in enumerate(zip(left, right, strict=True))]
         await self._call(lengths, arrived)
@@ -263,7 +291,7 @@ class TwinEncoderServer:
 
     async def _models(self, _: Request) -> Response:
         card = {"id": self.model, "object": "model", "created": int(time.time()), "owned_by": "vllm", "root": self.model,
-                "parent": None, "max_model_len": MAX_TOKENS}
+                "parent": None, "max_model_len": self.max_model_len}
         return JSONResponse({"object": "list", "data": [card]})
 
     async def _metrics(self, _: Request) -> Response:

@@ -51,6 +51,32 @@ async def test_rerank_and_score_agree_and_rank_the_relevant_passage_first(rerank
     assert by_index[0] > by_index[2] > by_index[1]
 
 
+async def test_an_input_over_the_real_servers_max_model_len_is_a_400_as_there(embedder, reranker) -> None:
+    """The real pooling servers run with max_model_len 256 (embed) and 512 (rerank) and refuse a
+    longer input unless the request asks them to cut it; a twin that answered would let an app
+    pass that fails there."""
+    words = lambda n: " ".join(["heap"] * n)  # noqa: E731 - one token per word, plus [CLS] and [SEP]
+    async with httpx.AsyncClient(base_url=embedder.listener.base_url) as client:
+        fits = await client.post("/v1/embeddings", json={"input": ["short", words(254)]})
+        over = await client.post("/v1/embeddings", json={"input": ["short", words(255)]})
+        # what accel's and LangChain's clients send: the server cuts instead of refusing
+        cut = await client.post("/v1/embeddings", json={"input": ["short", words(400)], "truncate_prompt_tokens": 256})
+        cut_at_max = await client.post("/v1/embeddings", json={"input": [words(400)], "truncate_prompt_tokens": -1})
+    assert fits.status_code == 200 and fits.json()["usage"]["prompt_tokens"] == 3 + 256
+    assert cut.status_code == 200 and cut.json()["usage"]["prompt_tokens"] == 3 + 256
+    assert cut_at_max.status_code == 200 and cut_at_max.json()["usage"]["prompt_tokens"] == 256
+    assert over.status_code == 400
+    assert "maximum context length is 256 tokens" in over.json()["error"]["message"]
+    assert "257 input tokens" in over.json()["error"]["message"]
+    async with httpx.AsyncClient(base_url=reranker.listener.base_url) as client:
+        ranked = await client.post("/rerank", json={"query": "heap", "documents": ["short", words(600)]})
+        scored = await client.post("/score", json={"text_1": "heap", "text_2": [words(600)]})
+        models = (await client.get("/v1/models")).json()
+    assert ranked.status_code == scored.status_code == 400
+    assert "maximum context length is 512 tokens" in ranked.json()["error"]["message"]
+    assert models["data"][0]["max_model_len"] == 512
+
+
 async def test_calls_on_one_device_run_one_after_another(clock) -> None:
     device = Device(clock.sleep, clock.now)
     started = clock.hold(0.004)
