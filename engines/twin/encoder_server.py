@@ -230,10 +230,8 @@ class TwinEncoderServer:
         if texts is None:
             return _error("'input' must be a string, a list of strings, or token ids")
         dimensions = int(body.get("dimensions") or DIMENSIONS)
-        fitted = self._fit([self._tokens(text) for text in texts], body)
-        if isinstance(fitted, Response):
-            return fitted
-        lengths = fitted
+        if isinstance(lengths := self._fit([self._tokens(text) for text in texts], body), Response):
+            return lengths  # too long: vLLM's 400
         encode = body.get("encoding_format", "float") == "base64"
         data = []
         for index, text in enumerate(texts):
@@ -251,10 +249,8 @@ class TwinEncoderServer:
         documents = [d.get("text") if isinstance(d, dict) else d for d in (documents or [])]
         if not isinstance(query, str) or not documents or not all(isinstance(d, str) for d in documents):
             return _error("rerank needs a string 'query' and a non-empty list of 'documents'")
-        fitted = self._fit([self._tokens(query, document) for document in documents], body)
-        if isinstance(fitted, Response):
-            return fitted
-        lengths = fitted
+        if isinstance(lengths := self._fit([self._tokens(query, document) for document in documents], body), Response):
+            return lengths  # too long: vLLM's 400
         results = sorted(({"index": i, "document": {"text": d}, "relevance_score": self.replay.score(query, d, score)}
                           for i, d in enumerate(documents)), key=lambda r: -r["relevance_score"])
         await self._call(lengths, arrived)
@@ -279,10 +275,8 @@ class TwinEncoderServer:
             left = left * len(right)
         if len(left) != len(right) or not right:
             return _error("text_1 must hold one text or as many as text_2")
-        fitted = self._fit([self._tokens(q, d) for q, d in zip(left, right, strict=True)], body)
-        if isinstance(fitted, Response):
-            return fitted
-        lengths = fitted
+        if isinstance(lengths := self._fit([self._tokens(q, d) for q, d in zip(left, right, strict=True)], body), Response):
+            return lengths  # too long: vLLM's 400
         data = [{"index": i, "object": "score", "score": self.replay.score(q, d, score)}
                 for i, (q, d) in enumerate(zip(left, right, strict=True))]
         await self._call(lengths, arrived)
