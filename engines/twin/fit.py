@@ -123,6 +123,18 @@ CPU_MAX_NUM_BATCHED_TOKENS = 2048
 """vLLM's defaults for the OpenAI server on a CPU (`EngineArgs._get_default_...`, world size 1)."""
 
 
+def _host_cores(machine: dict[str, Any], spin_s: float) -> dict[str, Any]:
+    """Where the twins burn: one worker per compute thread of each real server, pinned to the
+    cores that server's compute was bound to when it was measured (`llm_cores`, `encoder_cores`;
+    vLLM-CPU runs one OpenMP thread per bound core). A measurement without them (servers not
+    bound apart) gets unpinned workers, one per core."""
+    cores = int(machine["cores"])
+    llm, encoder = machine.get("llm_cores"), machine.get("encoder_cores")
+    return {"llm_threads": len(llm) if llm else cores, "llm_cores": llm,
+            "embed_threads": len(encoder) if encoder else cores, "rerank_threads": len(encoder) if encoder else cores,
+            "encoder_cores": encoder, "idle_spin_s": spin_s}
+
+
 def fit_cpu(raw: dict[str, Any]) -> dict[str, Any]:
     """The `cpu-reference` profile from `python -m accel.engines.twin.measure`'s output: the same
     step model fitted to this machine's vLLM-CPU, the encoder servers' measured call curves, and
@@ -162,8 +174,7 @@ def fit_cpu(raw: dict[str, Any]) -> dict[str, Any]:
                       "host_s": encoders["embed_host_ms"] / 1e3, "padded": False},
             "rerank": {"engine": "twin-rerank", "classes": {"pairs": encoders["rerank"]["pairs"]["tokens"]},
                        "host_s": encoders["rerank_host_ms"] / 1e3, "padded": False},
-            "host_cores": {"llm_threads": cores, "embed_threads": cores, "rerank_threads": cores,
-                           "idle_spin_s": float(raw.get("spin_s") or 0.0)},
+            "host_cores": _host_cores(raw["machine"], float(raw.get("spin_s") or 0.0)),
         },
         "measurements": {"llm_decode": decode, "llm_prefill": prefill, "raw": raw},
     }

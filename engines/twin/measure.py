@@ -205,8 +205,10 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         vllm_version = version("vllm")
     except Exception:  # noqa: BLE001 - a record, not a requirement
         vllm_version = None
+    from accel.engines.encoder_servers import encoder_cores, llm_cores
+
     return {"machine": {"cores": os.cpu_count(), "processor": platform.processor() or platform.machine(),
-                        "loadavg_before": args.loadavg},
+                        "loadavg_before": args.loadavg, "llm_cores": llm_cores(), "encoder_cores": encoder_cores()},
             "date": time.strftime("%Y-%m-%d"), "vllm": vllm_version, "spin_s": _spin_s(),
             "llm": llm, "encoders": encoders}
 

@@ -129,6 +129,16 @@ class HostCores:
     embed_threads: int
     rerank_threads: int
     idle_spin_s: float
+    llm_cores: tuple[int, ...] | None = None
+    encoder_cores: tuple[int, ...] | None = None
+    """The cores each server's compute is bound to (`accel up` binds the encoder servers to the
+    core vLLM leaves out of the LLM's: engines/encoder_servers.py); None: not pinned."""
+
+    def __post_init__(self) -> None:
+        for name in ("llm_cores", "encoder_cores"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, tuple(int(core) for core in value))
 
 
 @dataclass(frozen=True)

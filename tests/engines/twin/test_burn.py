@@ -88,6 +88,26 @@ async def test_a_dead_worker_is_a_clear_error(burner: Burner) -> None:
         await burner.work(0.01)
 
 
+async def test_workers_run_on_the_cores_they_are_pinned_to() -> None:
+    """A twin of a server whose compute is bound to a core burns on that core alone."""
+    last = max(os.sched_getaffinity(0))
+    pinned = await Burner(1, "pinned", cores=[last]).start()
+    try:
+        assert os.sched_getaffinity(pinned._workers[0].pid) == {last}
+    finally:
+        await pinned.close()
+
+
+async def test_cores_this_machine_lacks_leave_the_workers_unpinned() -> None:
+    """A profile measured on a bigger machine may name cores this one does not have."""
+    allowed = os.sched_getaffinity(0)
+    burner = await Burner(1, "elsewhere", cores=[max(allowed) + 64]).start()
+    try:
+        assert os.sched_getaffinity(burner._workers[0].pid) == allowed
+    finally:
+        await burner.close()
+
+
 def test_a_burner_needs_a_thread() -> None:
     with pytest.raises(ValueError, match="at least one thread"):
         Burner(0, "none")

@@ -52,6 +52,17 @@ def test_a_known_step_model_is_fitted_back_from_its_measurements() -> None:
     assert profile.answer_tokens is None  # 1 of 16 answers ended early: runs to max_tokens
 
 
+def test_twins_burn_on_the_cores_the_measured_servers_were_bound_to() -> None:
+    raw = raw_from(TRUE)
+    raw["machine"].update(llm_cores=[0], encoder_cores=[1])
+    cores = TwinProfile.from_dict(json.loads(json.dumps(fit_cpu(raw)))).host_cores
+    assert cores is not None
+    assert (cores.llm_threads, cores.llm_cores, cores.embed_threads, cores.rerank_threads, cores.encoder_cores) == \
+        (1, (0,), 1, 1, (1,))
+    unbound = TwinProfile.from_dict(fit_cpu(raw_from(TRUE))).host_cores  # an older measurement
+    assert unbound is not None and (unbound.llm_cores, unbound.encoder_cores, unbound.embed_threads) == (None, None, 2)
+
+
 def test_answers_that_end_early_are_drawn_from_their_measured_range() -> None:
     raw = raw_from(TRUE)
     raw["llm"]["answers"]["lengths"] = [128] * 10 + [12, 30, 50, 64, 90, 101]
