@@ -8,7 +8,10 @@ hand the app CPU the real engine never leaves it. A `Burner` owns `threads` work
 each burn `s` seconds of its own CPU time, so a step measured at `s` on a quiet machine takes
 `s` there and stretches as the OS shares the cores with whatever else runs, as the real step
 does. Workers pinned to `cores` stand for threads the real engine binds there (vLLM-CPU's
-OpenMP threads, `VLLM_CPU_OMP_THREADS_BIND`). `idle(s)` keeps one worker spinning for up to `s` of wall time, the way vLLM-CPU's worker
+OpenMP threads, `VLLM_CPU_OMP_THREADS_BIND`). With a `spin_share`, one more worker, not pinned,
+stands for the server's engine core process, which busy-waits on its worker's shared-memory
+queue while the worker computes: it spins at that share of a core for as long as a `work` runs.
+`idle(s)` keeps one worker spinning for up to `s` of wall time, the way vLLM-CPU's worker
 spins after every step (`SpinCondition.busy_loop_s`, 1 s), until the next `work` interrupts it.
 
 The workers are `python -m accel.engines.twin.burn`, spoken to by lines on stdin/stdout.
@@ -30,30 +33,40 @@ log = logging.getLogger("accel.engines.twin.burn")
 class Burner:
     """`threads` burn workers; one `work` at a time (a step or a call: the engine's stream)."""
 
-    def __init__(self, threads: int, name: str, cores: Sequence[int] | None = None) -> None:
+    def __init__(self, threads: int, name: str, cores: Sequence[int] | None = None, spin_share: float = 0.0) -> None:
         if threads < 1:
             raise ValueError(f"a burner needs at least one thread, not {threads}")
+        if not 0.0 <= spin_share <= 1.0:
+            raise ValueError(f"a spin share is a fraction of one core, not {spin_share}")
         self.threads = threads
+        self.spin_share = spin_share
         self.name = name
         self.cores = tuple(cores) if cores else None
         """The cores the workers are pinned to; None: wherever the OS puts them."""
         self.cpu_s = 0.0
         """CPU seconds burned by `work` (across the workers)."""
         self._workers: list[asyncio.subprocess.Process] = []
+        self._spinner: asyncio.subprocess.Process | None = None
         self._lock = asyncio.Lock()
         self._burning: set[asyncio.Future[None]] = set()
 
     async def start(self) -> Burner:
         for _ in range(self.threads):
-            worker = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "accel.engines.twin.burn", stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE)
+            worker = await self._spawn()
             if pinned := self._usable_cores():
                 os.sched_setaffinity(worker.pid, pinned)
             self._workers.append(worker)
-        log.info("%s: %d burn workers (pids %s, cores %s)", self.name, self.threads, [w.pid for w in self._workers],
-                 "any" if self.cores is None else list(self.cores))
+        if self.spin_share > 0:
+            self._spinner = await self._spawn()
+        log.info("%s: %d burn workers (pids %s, cores %s), spinning %.2f of a core beside them", self.name,
+                 self.threads, [w.pid for w in self._workers], "any" if self.cores is None else list(self.cores),
+                 self.spin_share)
         return self
+
+    @staticmethod
+    async def _spawn() -> asyncio.subprocess.Process:
+        return await asyncio.create_subprocess_exec(sys.executable, "-m", "accel.engines.twin.burn",
+                                                    stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
 
     def _usable_cores(self) -> set[int]:
         """`cores` that this process may run on: a profile measured on a bigger machine may name
@@ -82,10 +95,15 @@ class Burner:
             if not self._workers:
                 await self.start()
             working = self._workers[:threads or self.threads]
+            spinner = self._spinner.stdin if self._spinner is not None and threads is None else None
+            if spinner is not None:  # the engine core waits on the model's compute, not on request handling
+                spinner.write(f"spin {self.spin_share:.3f}\n".encode())
             for worker in working:
                 assert worker.stdin is not None
                 worker.stdin.write(f"work {seconds:.6f}\n".encode())
             await asyncio.gather(*(self._done(worker) for worker in working))
+            if spinner is not None:  # any line ends the spin; "rest" does nothing else
+                spinner.write(b"rest\n")
             self.cpu_s += seconds * len(working)
 
     def idle(self, seconds: float) -> None:
@@ -97,7 +115,8 @@ class Burner:
         for burn in list(self._burning):
             burn.cancel()
         await asyncio.gather(*self._burning, return_exceptions=True)
-        workers, self._workers = self._workers, []
+        workers, self._workers = [*self._workers, *([self._spinner] if self._spinner else [])], []
+        self._spinner = None
         for worker in workers:
             if worker.returncode is None:
                 worker.kill()
@@ -127,6 +146,22 @@ def _spin_until_input(seconds: float, fd: int) -> None:
             pass
 
 
+SPIN_PERIOD_S = 0.01
+"""A spin at a share of a core busy-loops that share of each such period and waits out the rest."""
+
+
+def _spin_share_until_input(share: float, fd: int) -> None:
+    """Spin at `share` of a core until a command arrives: busy for `share` of each period, then
+    waiting on the pipe for the rest (the wait is the spin's duty cycle, and a command ends it)."""
+    while True:
+        busy_until = time.monotonic() + SPIN_PERIOD_S * share
+        while time.monotonic() < busy_until:
+            if select.select([fd], [], [], 0)[0]:
+                return
+        if share < 1.0 and select.select([fd], [], [], SPIN_PERIOD_S * (1.0 - share))[0]:
+            return
+
+
 def _serve(fd_in: int = 0, fd_out: int = 1) -> None:
     pending = b""
     while True:
@@ -142,6 +177,8 @@ def _serve(fd_in: int = 0, fd_out: int = 1) -> None:
             os.write(fd_out, b"done\n")
         elif command == "idle" and b"\n" not in pending:
             _spin_until_input(float(value), fd_in)
+        elif command == "spin" and b"\n" not in pending:
+            _spin_share_until_input(float(value), fd_in)
 
 
 if __name__ == "__main__":

@@ -134,8 +134,9 @@ class TwinEncoderServer:
         self.tokenizer.no_truncation()  # the file cuts at 128; lengths must be whole to refuse as vLLM does
         self.max_model_len = MAX_MODEL_LEN[kind]
         cores = profile.host_cores
-        burner = None if cores is None else Burner(cores.embed_threads if kind == "embed" else cores.rerank_threads,
-                                                   f"twin {kind}", cores.encoder_cores)
+        burner = None if cores is None else Burner(
+            cores.embed_threads if kind == "embed" else cores.rerank_threads, f"twin {kind}", cores.encoder_cores,
+            cores.embed_spin_share if kind == "embed" else cores.rerank_spin_share)
         self.device = Device(sleep, clock, burner,
                              0.0 if cores is None else cores.idle_spin_s, self.cost.host_s)
         self.faults = Faults(self._apply)

@@ -130,9 +130,19 @@ def _host_cores(machine: dict[str, Any], spin_s: float) -> dict[str, Any]:
     bound apart) gets unpinned workers, one per core."""
     cores = int(machine["cores"])
     llm, encoder = machine.get("llm_cores"), machine.get("encoder_cores")
+    spins = ENGINE_CORE_SPIN_SHARES if llm or encoder else {}
     return {"llm_threads": len(llm) if llm else cores, "llm_cores": llm,
             "embed_threads": len(encoder) if encoder else cores, "rerank_threads": len(encoder) if encoder else cores,
-            "encoder_cores": encoder, "idle_spin_s": spin_s}
+            "encoder_cores": encoder, "idle_spin_s": spin_s,
+            **{f"{kind}_spin_share": share for kind, share in spins.items()}}
+
+
+ENGINE_CORE_SPIN_SHARES = {"llm": 0.40, "embed": 0.85, "rerank": 0.67}
+"""The share of a core each real server's engine core process spins while its worker computes
+(busy-waiting on the worker's shared-memory queue), read from /proc on this machine's stack with
+its servers bound apart, one call at a time on an idle machine (medians of three: a 400-token
+prompt with 32 answer tokens, 16 embeddings of 256 tokens, 26 rerank pairs of ~265 tokens;
+docs/twins.md). The unpinned twins' workers burned whole cores instead and needed no share."""
 
 
 def fit_cpu(raw: dict[str, Any]) -> dict[str, Any]:

@@ -65,7 +65,8 @@ class TwinLLMServer:
                       if piece and all(ch.isprintable() or ch in "\n\t" for ch in piece)]  # no half characters
         cores = profile.host_cores
         self.engine = TwinEngine(profile.llm, profile.llm_config, priority=priority, sleep=sleep, clock=clock,
-                                 burner=None if cores is None else Burner(cores.llm_threads, "twin llm", cores.llm_cores),
+                                 burner=None if cores is None else Burner(cores.llm_threads, "twin llm", cores.llm_cores,
+                                                                         cores.llm_spin_share),
                                  idle_spin_s=0.0 if cores is None else cores.idle_spin_s)
         self.engine.on_death = self._died
         self.faults = Faults(self._apply)

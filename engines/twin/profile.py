@@ -133,6 +133,10 @@ class HostCores:
     encoder_cores: tuple[int, ...] | None = None
     """The cores each server's compute is bound to (`accel up` binds the encoder servers to the
     core vLLM leaves out of the LLM's: engines/encoder_servers.py); None: not pinned."""
+    llm_spin_share: float = 0.0
+    embed_spin_share: float = 0.0
+    rerank_spin_share: float = 0.0
+    """The share of a core each server's engine core process spins while its worker computes."""
 
     def __post_init__(self) -> None:
         for name in ("llm_cores", "encoder_cores"):

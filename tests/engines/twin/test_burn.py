@@ -108,6 +108,25 @@ async def test_cores_this_machine_lacks_leave_the_workers_unpinned() -> None:
         await burner.close()
 
 
+async def test_a_spin_share_spins_beside_the_work_and_stops_with_it() -> None:
+    """The engine core process busy-waits on its worker while the worker computes, and only then."""
+    burner = await Burner(1, "spinning", spin_share=0.5).start()
+    try:
+        assert burner._spinner is not None
+        spinner = burner._spinner.pid
+        before = cpu_s(spinner)
+        await burner.work(0.6)
+        spun = cpu_s(spinner) - before
+        assert 0.1 <= spun <= 0.6, spun  # half of the work's wall time on a quiet machine (0.3 s)
+        await burner.work(0.2, threads=1)  # request handling: no spin beside it
+        await burner.work(0.01)  # in step: the spinner answered nothing, and the workers did
+        after = cpu_s(spinner)
+        await asyncio.sleep(0.3)
+        assert cpu_s(spinner) - after < 0.05
+    finally:
+        await burner.close()
+
+
 def test_a_burner_needs_a_thread() -> None:
     with pytest.raises(ValueError, match="at least one thread"):
         Burner(0, "none")
