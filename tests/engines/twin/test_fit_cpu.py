@@ -52,6 +52,20 @@ def test_a_known_step_model_is_fitted_back_from_its_measurements() -> None:
     assert profile.answer_tokens is None  # 1 of 16 answers ended early: runs to max_tokens
 
 
+def test_a_cpu_whose_decode_hides_under_a_floor_is_fitted_as_a_roofline() -> None:
+    """Decodes that cost almost nothing from batch 1 to 4 and then grow (a roofline) are fitted
+    back, not forced into a sum that misses batch 1 (this machine's bound-apart stack)."""
+    roofline = LLMCost(floor_s=0.015, per_token_s=0.0008, overlap_p=2.0, per_seq_s=0.0001, per_context_token_s=1.4e-6,
+                       per_prefill_pair_s=2e-7)
+    profile = TwinProfile.from_dict(fit_cpu(raw_from(roofline)))
+    for row in profile.measurements["llm_decode"]:
+        assert profile.llm.step_s(0, 0, row["batch"], row["batch"] * row["kv"]) == pytest.approx(row["ms"] / 1e3, rel=0.03)
+    for row in profile.measurements["llm_prefill"]:
+        n = row["len"]
+        assert profile.llm.step_s(n, 1, 0, 0, n * n / 2) == pytest.approx(row["ms"] / 1e3, rel=0.03)
+    assert profile.llm.overlap_p > 1.0
+
+
 def test_twins_burn_on_the_cores_the_measured_servers_were_bound_to() -> None:
     raw = raw_from(TRUE)
     raw["machine"].update(llm_cores=[0], encoder_cores=[1])
