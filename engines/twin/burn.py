@@ -137,27 +137,23 @@ def _burn_cpu(seconds: float) -> None:
             pass
 
 
-def _spin_until_input(seconds: float, fd: int) -> None:
-    """Spin like vLLM-CPU's idle worker, leaving as soon as a command arrives. The check is
-    the spin's own body (what is modelled is a busy loop), not coordination."""
-    end = time.monotonic() + seconds
-    while time.monotonic() < end and not select.select([fd], [], [], 0)[0]:
-        for _ in range(2000):
-            pass
-
-
 SPIN_PERIOD_S = 0.01
 """A spin at a share of a core busy-loops that share of each such period and waits out the rest."""
 
 
-def _spin_share_until_input(share: float, fd: int) -> None:
-    """Spin at `share` of a core until a command arrives: busy for `share` of each period, then
-    waiting on the pipe for the rest (the wait is the spin's duty cycle, and a command ends it)."""
-    while True:
-        busy_until = time.monotonic() + SPIN_PERIOD_S * share
+def _spin_until_input(fd: int, seconds: float = float("inf"), share: float = 1.0) -> None:
+    """Spin at `share` of a core for up to `seconds`, leaving as soon as a command arrives: like
+    vLLM-CPU's idle worker (a whole core, 1 s) or its engine core waiting on the worker (a share,
+    until told to rest). The checks are the spin's own body (what is modelled is a busy loop),
+    and the wait below a whole share is its duty cycle, not coordination."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        busy_until = min(time.monotonic() + SPIN_PERIOD_S * share, end)
         while time.monotonic() < busy_until:
             if select.select([fd], [], [], 0)[0]:
                 return
+            for _ in range(2000):
+                pass
         if share < 1.0 and select.select([fd], [], [], SPIN_PERIOD_S * (1.0 - share))[0]:
             return
 
@@ -176,9 +172,9 @@ def _serve(fd_in: int = 0, fd_out: int = 1) -> None:
             _burn_cpu(float(value))
             os.write(fd_out, b"done\n")
         elif command == "idle" and b"\n" not in pending:
-            _spin_until_input(float(value), fd_in)
-        elif command == "spin" and b"\n" not in pending:
-            _spin_share_until_input(float(value), fd_in)
+            _spin_until_input(fd_in, seconds=float(value))
+        elif command == "spin" and b"\n" not in pending:  # until the next line (a "rest")
+            _spin_until_input(fd_in, share=float(value))
 
 
 if __name__ == "__main__":
