@@ -16,6 +16,12 @@ the twins; engines/twin/replay.py): the same answers, vectors and scores send th
 same paths, to the same prompts and prefix-cache hits, so the check tests the timing model alone
 (`--no-replay`: the twins' own content).
 
+A twin's steps take the time its profile measured; the real engines do not hold still. Before and
+after every real run, the real LLM's batch-1 decode step is timed as the profile timed it, and the
+summary sets it beside the profile's (`machine_drift`): on this machine the step moved from 15.8
+to 18.4 ms within three hours while prefill stayed within 3% (docs/twins.md). A check that fails
+with a drift of several percent says the profile is stale as much as the model is wrong.
+
 While the twins run, the real stack's servers are stopped (SIGSTOP; SIGCONT after): an idle
 vLLM-CPU worker keeps part of a core busy, which the twin run would otherwise pay for. The twin
 stack is idle (nothing spins) while the real one runs. The two stacks live in two homes. If a
@@ -109,6 +115,31 @@ def frozen(home: Path) -> Iterator[list[int]]:
                 os.killpg(group, signal.SIGCONT)
 
 
+def profile_decode_step_ms(profile: str) -> float | None:
+    """The profile's own batch-1 decode step at the drift probe's context (None: not a CPU profile)."""
+    from accel.engines.twin.measure import DECODE_KV, DECODE_T
+    from accel.engines.twin.profile import load_profile
+
+    kv = DECODE_KV[0] + sum(DECODE_T) // 2
+    rows = load_profile(profile).measurements.get("llm_decode") or []
+    return next((float(r["ms"]) for r in rows if r["batch"] == 1 and r["kv"] == kv), None)
+
+
+def real_decode_step_ms(home: Path) -> float:
+    import asyncio
+
+    from accel.engines.twin.measure import decode_step_ms
+
+    return asyncio.run(decode_step_ms(json.loads((home / "stack.json").read_text())["openai_base_url"]))
+
+
+def drift(profile_ms: float | None, probes: list[float]) -> dict[str, Any]:
+    """The real decode step against the profile's: each probe, and the median's relative change."""
+    middle = statistics.median(probes) if probes else None
+    change = None if profile_ms is None or middle is None else middle / profile_ms - 1
+    return {"profile_ms": profile_ms, "real_ms": probes, "change": change}
+
+
 def _median(values: list[float | None]) -> float | None:
     known = [v for v in values if v is not None]
     return statistics.median(known) if len(known) == len(values) and known else None
@@ -151,6 +182,11 @@ def compare(reals: list[dict[str, Any]], twins: list[dict[str, Any]]) -> dict[st
 def markdown(results: list[dict[str, Any]]) -> str:
     lines = ["| case | system | real s | twin s | error | |", "|---|---|---:|---:|---:|---|"]
     for case in results:
+        moved = case.get("machine_drift") or {}
+        if moved.get("change") is not None:
+            probes = " / ".join(f"{ms:.1f}" for ms in moved["real_ms"])
+            lines.append(f"| {case['case']} | real batch-1 decode step, ms (profile {moved['profile_ms']:.1f}) "
+                         f"| {probes} | | {moved['change']:+.1%} | drift |")
         for row in case["comparison"]["systems"]:
             error = "n/a" if row["error"] is None else f"{row['error']:+.1%}"
             lines.append(f"| {case['case']} | {row['system']} | {row['real_s'] or 0:.2f} | {row['twin_s'] or 0:.2f} "
@@ -179,25 +215,28 @@ def main() -> None:
     _accel(args.real_home, "up", "--encoders", "server", env={"VLLM_SERVER_DEV_MODE": "1"})  # /reset_prefix_cache
     _accel(args.twin_home, "up", "--twin", args.profile)
     results = []
+    profile_step = profile_decode_step_ms(args.profile)
     for framework, mode, queries in CASES:
         if wanted is not None and (framework, mode) not in wanted:
             continue
         case = f"{framework} {mode} {queries}"
-        reals, twins = [], []
+        reals, twins, probes = [], [], []
         for run in range(1, args.repeats + 1):
             suffix = f"{framework}-{mode}" + (f"-{run}" if args.repeats > 1 else "")
             log.info("%s: the real stack (run %d of %d)", case, run, args.repeats)
             recording = None if args.no_replay else args.out / f"content-{suffix}.jsonl"
             record = [] if recording is None else ["--record-content", str(recording)]
+            probes.append(real_decode_step_ms(args.real_home))
             reals.append(bench(args.real_home, framework, mode, queries, ["--encoders", "server", *record],
                                args.out / f"real-{suffix}.json"))
+            probes.append(real_decode_step_ms(args.real_home))
             check_reset(reals[-1], args.real_home)
             with frozen(args.real_home) as stopped, replaying(args.twin_home, recording):
                 log.info("%s: the %s twins (run %d of %d; real servers stopped: %s)", case, args.profile, run,
                          args.repeats, stopped)
                 twins.append(bench(args.twin_home, framework, mode, queries, ["--twin", args.profile],
                                    args.out / f"twin-{suffix}.json"))
-        results.append({"case": case, "comparison": compare(reals, twins)})
+        results.append({"case": case, "comparison": compare(reals, twins), "machine_drift": drift(profile_step, probes)})
         log.info("%s: %s", case, "passes" if results[-1]["comparison"]["passed"] else "FAILS")
     summary = {"profile": args.profile, "passed": all(r["comparison"]["passed"] for r in results), "cases": results}
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")

@@ -85,22 +85,39 @@ async def _median(repeats: int, measure: Any) -> float:
     return statistics.median([await measure() for _ in range(repeats)])
 
 
-async def measure_llm(client: httpx.AsyncClient, base: str, repeats: int, report: Any) -> dict[str, Any]:
+async def _connect(client: httpx.AsyncClient, base: str) -> tuple[Llm, dict[str, Any]]:
     model = (await client.get(f"{base}/models")).json()["data"][0]
     text = " ".join(open(inspect.getfile(inspect)).read().split()[:6000])  # any long English-ish text
     root = base.removesuffix("/v1")
     ids = (await client.post(f"{root}/tokenize", json={"model": model["id"], "prompt": text})).json()["tokens"]
     llm = Llm(client, base, model["id"], sorted(set(ids)), random.Random(0))
     await llm.one(64, 4)  # warm-up
+    return llm, model
+
+
+async def _decode_row(llm: Llm, batch: int, kv: int, repeats: int) -> dict[str, Any]:
+    t1, t2 = DECODE_T
+    short = await _median(repeats, lambda: llm.makespan(batch, kv, t1))
+    long = await _median(repeats, lambda: llm.makespan(batch, kv, t2))
+    return {"batch": batch, "kv": kv + (t1 + t2) // 2, "ms": 1e3 * (long - short) / (t2 - t1)}
+
+
+async def decode_step_ms(base: str, repeats: int = 3) -> float:
+    """The server's batch-1 decode step now (the first row `measure_llm` times): how far this
+    machine has drifted from a profile, whose step is the same row of its `llm_decode`."""
+    async with httpx.AsyncClient(timeout=600) as client:
+        llm, _ = await _connect(client, _v1(base))
+        return float((await _decode_row(llm, 1, DECODE_KV[0], repeats))["ms"])
+
+
+async def measure_llm(client: httpx.AsyncClient, base: str, repeats: int, report: Any) -> dict[str, Any]:
+    llm, model = await _connect(client, base)
+    root = base.removesuffix("/v1")
     decode = []
     for kv in DECODE_KV:
         for batch in DECODE_BATCHES:
-            t1, t2 = DECODE_T
-            short = await _median(repeats, lambda: llm.makespan(batch, kv, t1))
-            long = await _median(repeats, lambda: llm.makespan(batch, kv, t2))
-            row = {"batch": batch, "kv": kv + (t1 + t2) // 2, "ms": 1e3 * (long - short) / (t2 - t1)}
-            decode.append(row)
-            report(f"decode {row}")
+            decode.append(await _decode_row(llm, batch, kv, repeats))
+            report(f"decode {decode[-1]}")
     [step_1] = [r["ms"] for r in decode if r["batch"] == 1 and r["kv"] == DECODE_KV[0] + sum(DECODE_T) // 2]
     overhead_ms = 1e3 * await _median(repeats, lambda: llm.one(1, 1)) - step_1
     prefill = []

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from accel.benchmarks.twin_validation import CannotReset, check_reset, compare, frozen
+from accel.benchmarks.twin_validation import (CannotReset, check_reset, compare, drift, frozen, markdown,
+                                              profile_decode_step_ms)
 from accel.engines.stack_home import home_tag
 
 
@@ -60,6 +61,18 @@ def test_interleaved_repeats_compare_medians_so_one_outlying_real_run_does_not_d
     concurrent = verdict["systems"][1]
     assert (concurrent["real_s"], concurrent["twin_s"]) == (66.0, 70.0)
     assert concurrent["real_runs_s"] == [64.0, 95.0, 66.0]
+
+
+def test_the_real_decode_step_is_set_beside_the_profiles_so_a_stale_profile_shows() -> None:
+    step = profile_decode_step_ms("cpu-reference")
+    assert step is not None and 5.0 < step < 100.0  # the measured batch-1 row, in ms
+    assert profile_decode_step_ms("h100-8b") is None  # a GPU profile has no such row
+    moved = drift(16.0, [18.0, 19.0, 18.4])
+    assert moved["real_ms"] == [18.0, 19.0, 18.4] and round(moved["change"], 3) == 0.15
+    table = markdown([{"case": "langchain single 8", "machine_drift": moved,
+                       "comparison": compare([report(10.0, 8.0, 6.0)], [report(10.0, 8.0, 6.0)])}])
+    assert "| langchain single 8 | real batch-1 decode step, ms (profile 16.0) | 18.0 / 19.0 / 18.4 | | +15.0% | drift |" in table
+    assert drift(None, [18.0])["change"] is None
 
 
 def test_a_real_stack_that_kept_its_prefix_cache_between_systems_stops_the_check_with_the_remedy(tmp_path: Path) -> None:
