@@ -129,7 +129,21 @@ def _fit_cpu_steps(decode: list[dict[str, Any]], prefill: list[dict[str, Any]]) 
     that the tokens' compute hides under reproduces. So the overlap exponent, the floor and the
     cost per token come from a grid (spans relative to the measured steps), the other costs from
     a non-negative least squares for each grid point; the point with the least squared relative
-    error over every measured step wins, refined on a finer grid around it."""
+    error over every measured step wins, refined on a finer grid around it. Batch-1 decode steps
+    get a floor of their own (`one_token_floor_s`, the median over them), fitted to what the rest
+    of the model leaves of them: they were slower than batch 4 on this machine, which no
+    monotone roofline reproduces."""
+    alone = [r for r in decode if r["batch"] == 1]
+    cost = _fit_cpu_roofline([r for r in decode if r["batch"] != 1] if len(alone) < len(decode) else decode, prefill)
+    if alone:
+        p = cost["overlap_p"]
+        rests = [r["ms"] / 1e3 - cost["per_seq_s"] - cost["per_context_token_s"] * r["kv"] for r in alone]
+        floors = [max(rest ** p - cost["per_token_s"] ** p, 0.0) ** (1 / p) for rest in rests]
+        cost["one_token_floor_s"] = float(np.median(floors))
+    return cost
+
+
+def _fit_cpu_roofline(decode: list[dict[str, Any]], prefill: list[dict[str, Any]]) -> dict[str, float]:
     rows = [(r["batch"], r["batch"], r["batch"] * r["kv"], 0.0, r["ms"] / 1e3) for r in decode]
     rows += [(r["len"], 1, 0, r["len"] * r["len"] / 2, r["ms"] / 1e3) for r in prefill]
     tokens = np.array([row[0] for row in rows], dtype=float)

