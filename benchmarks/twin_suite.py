@@ -1,7 +1,7 @@
 """Every example workload on engine twins, every mode with its bound: docs/benchmarks-twin.md.
 
     python -m accel.benchmarks.twin_suite --out docs/benchmarks/twin \\
-        --validation docs/benchmarks/twin-validation/summary.json --doc docs/benchmarks-twin.md
+        --validation docs/benchmarks/twin-validation/summary.json --doc docs/benchmarks-twin.md [--reuse]
 
 For each example and framework it runs `accel bench <example> --twin h100-8b` in batch mode
 (32 queries), single mode (8) and Poisson mode at stock's saturation rate (the throughput
@@ -9,8 +9,9 @@ stock-concurrent reached in the batch run). Each report is kept as JSON; the tab
 accel-topology with the better of stock and stock-concurrent, and with the run's bound.
 
 Issue 25's rule: no twin number is reported before both validation checks pass. The table is
-written to `--doc` only when `--validation` names a check-1 summary that passed; otherwise it
-goes to the output folder, headed NOT VALIDATED. Every number is labelled with the profile's
+written to `--doc` only when `--validation` names a check-1 summary that passed (between the
+doc's table markers, where it has them); otherwise it goes to the output folder, headed NOT
+VALIDATED. Every number is labelled with the profile's
 label ("simulated from measured H100 curves").
 """
 
@@ -22,6 +23,7 @@ import logging
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +32,12 @@ log = logging.getLogger("accel.benchmarks.twin_suite")
 MODES = (("batch", 32), ("single", 8), ("poisson", 32))
 
 
+def report_path(out: Path, example: str, framework: str, mode: str) -> Path:
+    return out / f"{example}-{framework}-{mode}.json"
+
+
 def run(example: str, framework: str, mode: str, queries: int, profile: str, out: Path, rate: float | None) -> dict[str, Any]:
-    path = out / f"{example}-{framework}-{mode}.json"
+    path = report_path(out, example, framework, mode)
     command = [sys.executable, "-c", "from accel.cli import main; main()", "bench", example, "--framework", framework,
                "--mode", mode, "--queries", str(queries), "--twin", profile, "--json", str(path)]
     if rate is not None:
@@ -73,10 +79,7 @@ def markdown(rows: list[dict[str, Any]], label: str, validated: bool) -> str:
     def num(value: float | None, fmt: str) -> str:
         return "n/a" if value is None else fmt.format(value)
 
-    head = ["# Benchmarks on engine twins", "",
-            "Made by `python -m accel.benchmarks.twin_suite` (benchmarks/twin_suite.py): every example workload, "
-            "batch 32, single 8 and Poisson at stock's saturation rate, accel-topology against the better of "
-            "stock and stock-concurrent (mean latency, makespan, or p95 for Poisson) and against the run's bound.", ""]
+    head = []
     if not validated:
         head += ["**NOT VALIDATED: validation check 1 has not passed; these numbers may not be reported.**", ""]
     lines = head + [f"Every number below is **{label}**.", "",
@@ -89,6 +92,47 @@ def markdown(rows: list[dict[str, Any]], label: str, validated: bool) -> str:
                      f"| {num(r['bound_s'], '{:.2f}')} | {num(r['accel_over_bound'], '{:.2f}')} "
                      f"| {num(r['equal'], '{:.0%}')} | {num(r['twin_lag_s'], '{:.2f}')} |")
     return "\n".join(lines) + "\n"
+
+
+def suite(examples: dict[str, Any], names: list[str], profile: str, out: Path, *, reuse: bool = False,
+          runner: Callable[..., dict[str, Any]] = run) -> list[dict[str, Any]]:
+    """One row per example, framework and mode. With `reuse`, a report already in `out` is read
+    instead of run again (a suite stopped half-way goes on; the table covers every report)."""
+    rows = []
+    for name in names:
+        for framework in examples[name].modules:
+            batch = None
+            for mode, queries in MODES:
+                path = report_path(out, name, framework, mode)
+                if reuse and path.is_file():
+                    report = json.loads(path.read_text())
+                else:
+                    rate = saturation_rate(batch) if mode == "poisson" and batch else None
+                    if mode == "poisson" and rate is None:
+                        log.warning("%s %s: no stock throughput from the batch run, so no Poisson run", name, framework)
+                        continue
+                    report = runner(name, framework, mode, queries, profile, out, rate)
+                batch = report if mode == "batch" else batch
+                rows.append(row(report))
+    return rows
+
+
+TABLE_START, TABLE_END = "<!-- twin_suite table -->", "<!-- /twin_suite table -->"
+TITLE = ("# Benchmarks on engine twins\n\n"
+         "Made by `python -m accel.benchmarks.twin_suite` (benchmarks/twin_suite.py): every example workload, "
+         "batch 32, single 8 and Poisson at stock's saturation rate, accel-topology against the better of "
+         "stock and stock-concurrent (mean latency, makespan, or p95 for Poisson) and against the run's bound.\n\n")
+
+
+def publish(doc: Path, table: str) -> None:
+    """Write the table into `doc` between its markers, so the prose around them stays; a doc
+    without markers is written afresh: the title, then the table between markers."""
+    text = doc.read_text() if doc.is_file() else ""
+    if TABLE_START in text and TABLE_END in text:
+        before, rest = text.split(TABLE_START, 1)
+        doc.write_text(before + TABLE_START + "\n" + table + rest[rest.index(TABLE_END):])
+    else:
+        doc.write_text(TITLE + TABLE_START + "\n" + table + TABLE_END + "\n")
 
 
 def validated(summary: Path | None) -> bool:
@@ -106,27 +150,17 @@ def main() -> None:
     parser.add_argument("--validation", type=Path, help="check 1's summary.json (benchmarks/twin_validation.py)")
     parser.add_argument("--doc", type=Path, help="where the table goes once validated (docs/benchmarks-twin.md)")
     parser.add_argument("--only", default="", help="comma-separated examples (default: all)")
+    parser.add_argument("--reuse", action="store_true", help="read the reports already in --out instead of running them")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     args.out.mkdir(parents=True, exist_ok=True)
     names = [n for n in args.only.split(",") if n] or list(EXAMPLES)
-    rows = []
-    for name in names:
-        for framework in EXAMPLES[name].modules:
-            batch = None
-            for mode, queries in MODES:
-                rate = saturation_rate(batch) if mode == "poisson" and batch else None
-                if mode == "poisson" and rate is None:
-                    log.warning("%s %s: no stock throughput from the batch run, so no Poisson run", name, framework)
-                    continue
-                report = run(name, framework, mode, queries, args.profile, args.out, rate)
-                batch = report if mode == "batch" else batch
-                rows.append(row(report))
+    rows = suite(EXAMPLES, names, args.profile, args.out, reuse=args.reuse)
     ok = validated(args.validation)
     text = markdown(rows, load_profile(args.profile).label, ok)
-    (args.out / "table.md").write_text(text)
+    (args.out / "table.md").write_text(TITLE + text)
     if ok and args.doc:
-        args.doc.write_text(text)
+        publish(args.doc, text)
     sys.stdout.write(text)
 
 

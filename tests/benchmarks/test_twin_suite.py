@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from accel.benchmarks.twin_suite import markdown, row, saturation_rate, validated
+from accel.benchmarks.twin_suite import TABLE_END, TABLE_START, TITLE, markdown, publish, row, saturation_rate, suite, validated
 
 
 def report(mode: str, stock: float, concurrent: float, accel: float, bound: dict | None = None) -> dict:
@@ -45,3 +45,35 @@ def test_every_table_is_labelled_and_an_unvalidated_one_says_so(tmp_path: Path) 
     assert not validated(summary)
     summary.write_text(json.dumps({"passed": True}))
     assert validated(summary)
+
+
+def test_a_resumed_suite_reads_the_reports_it_has_and_runs_the_rest(tmp_path: Path) -> None:
+    class Example:
+        modules = {"langchain": "app"}
+
+    (tmp_path / "advanced-rag-langchain-batch.json").write_text(json.dumps(report("batch", 20.0, 8.0, 5.0)))
+    ran = []
+
+    def runner(example: str, framework: str, mode: str, queries: int, profile: str, out: Path,
+               rate: float | None) -> dict:
+        ran.append((mode, queries, rate))
+        return report(mode, 2.0, 2.0, 1.5)
+
+    rows = suite({"advanced-rag": Example()}, ["advanced-rag"], "h100-8b", tmp_path, reuse=True, runner=runner)
+    assert ran == [("single", 8, None), ("poisson", 32, 4.0)]  # Poisson at the kept batch report's stock rate
+    assert [r["mode"] for r in rows] == ["batch", "single", "poisson"] and rows[0]["speedup"] == 1.6
+    ran.clear()
+    suite({"advanced-rag": Example()}, ["advanced-rag"], "h100-8b", tmp_path, runner=runner)
+    assert [mode for mode, _, _ in ran] == ["batch", "single", "poisson"]  # without --reuse every mode runs
+
+
+def test_the_table_replaces_only_what_lies_between_the_docs_markers(tmp_path: Path) -> None:
+    doc = tmp_path / "benchmarks-twin.md"
+    doc.write_text(f"# prose before\n{TABLE_START}\nold table\n{TABLE_END}\nprose after\n")
+    publish(doc, "new table\n")
+    assert doc.read_text() == f"# prose before\n{TABLE_START}\nnew table\n{TABLE_END}\nprose after\n"
+    fresh = tmp_path / "new.md"
+    publish(fresh, "a table\n")
+    assert fresh.read_text() == f"{TITLE}{TABLE_START}\na table\n{TABLE_END}\n"
+    publish(fresh, "the next table\n")  # the markers written make the next run keep the prose
+    assert fresh.read_text() == f"{TITLE}{TABLE_START}\nthe next table\n{TABLE_END}\n"
