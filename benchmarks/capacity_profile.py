@@ -25,8 +25,16 @@ from .lower_bound import fastest
 
 TEXT_SIZES: tuple[int, ...] = (1, 4, 8, 16, 32)
 TEXT_REPEATS = 2
+TEXT_MOST = 1024
 LLM_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
 LLM_REPEATS = 2
+LLM_MOST = 512
+STILL_GAINING = 1.1
+"""A ladder of batch sizes goes on doubling past its last size (up to `TEXT_MOST` /
+`LLM_MOST`) while each doubling still gains this much throughput. This CPU's engines stop
+gaining by 32; a GPU's gain far beyond (docs/twins.md: encoders to 1024, an 8B model's decode
+past 128), and a capacity bound that stopped at 32 lay above what stock-concurrent measured on
+the `h100-8b` twins, so it was not established (docs/benchmarks-twin.md)."""
 
 Progress = Callable[[str], None]
 
@@ -37,14 +45,27 @@ def best_of(throughputs: dict[int, float]) -> tuple[int, float]:
     return size, throughputs[size]
 
 
-def text_throughputs(run: Callable[[int], Any], sizes: Sequence[int] = TEXT_SIZES) -> dict[int, float]:
-    """Items per second of `run(b)` at each batch size b (fastest of a few, after a warm-up)."""
-    return {b: b / fastest(lambda: run(b), TEXT_REPEATS) for b in sizes}
+def still_gaining(rates: dict[int, float], most: int) -> int | None:
+    """The next size of a ladder whose last doubling still gained `STILL_GAINING`, else None."""
+    last = max(rates)
+    if 2 * last > most or last // 2 not in rates or rates[last] < STILL_GAINING * rates[last // 2]:
+        return None
+    return 2 * last
+
+
+def text_throughputs(run: Callable[[int], Any], sizes: Sequence[int] = TEXT_SIZES, most: int = TEXT_MOST) -> dict[int, float]:
+    """Items per second of `run(b)` at each batch size b (fastest of a few, after a warm-up),
+    and at doublings past the last while they still gain."""
+    rates = {b: b / fastest(lambda: run(b), TEXT_REPEATS) for b in sizes}
+    while (size := still_gaining(rates, most)) is not None:
+        rates[size] = size / fastest(lambda: run(size), TEXT_REPEATS)
+    return rates
 
 
 async def llm_speedups(base_url: str, model: str, prompt_text: str, max_tokens: int,
-                       sizes: Sequence[int] = LLM_SIZES, repeats: int = LLM_REPEATS) -> dict[int, float]:
-    """Throughput of b concurrent fresh requests over throughput of one, per batch size b."""
+                       sizes: Sequence[int] = LLM_SIZES, repeats: int = LLM_REPEATS, most: int = LLM_MOST) -> dict[int, float]:
+    """Throughput of b concurrent fresh requests over throughput of one, per batch size b (and
+    doublings past the last while they still gain)."""
     from accel.engines.base import GenerationRequest, SamplingParams
     from accel.engines.llm import OpenAIServerEngine
 
@@ -57,13 +78,17 @@ async def llm_speedups(base_url: str, model: str, prompt_text: str, max_tokens: 
     rates: dict[int, float] = {}
     async with OpenAIServerEngine(base_url, model) as engine:
         await engine.run(fresh(1))  # warm-up
-        for size in sizes:
+        ladder = list(sizes)
+        while ladder:
+            size = ladder.pop(0)
             best = float("inf")
             for _ in range(repeats):
                 began = time.perf_counter()
                 await engine.run(fresh(size))
                 best = min(best, time.perf_counter() - began)
             rates[size] = size / best
+            if not ladder and (more := still_gaining(rates, most)) is not None:
+                ladder.append(more)
     return {b: rate / rates[sizes[0]] for b, rate in rates.items()}
 
 
@@ -77,8 +102,8 @@ class CapacityProbe:
 
         self.spec, self.stack = spec, stack
         self.best: dict[str, int] = {}
-        self.texts = [questions[i % len(questions)] for i in range(max(TEXT_SIZES))]
-        self.pairs = [(questions[i % len(questions)], chunks[i % len(chunks)]) for i in range(max(TEXT_SIZES))]
+        self.texts = [questions[i % len(questions)] for i in range(TEXT_MOST)]
+        self.pairs = [(questions[i % len(questions)], chunks[i % len(chunks)]) for i in range(TEXT_MOST)]
         self.prompt = " ".join(chunks[:3]) + f"\nQuestion: {questions[0]}\nAnswer:"
         self.encoders = encoders_for(stack, embed=bool(spec.embed_batch), rerank=bool(spec.rerank_pairs))
 
