@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
+
+log = logging.getLogger("accel.testing.proxy")
 
 _HOP_HEADERS = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "host"})
 
@@ -79,6 +82,12 @@ class _Server(ThreadingHTTPServer):
     # reset by the kernel ("Connection reset by peer" in the client)
     request_queue_size = 512
     daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """One log record with the traceback, where socketserver prints a header and then the
+        traceback to stderr: a busy fresh-clone run caught only the header of a fault proxy's
+        error (the test ended between the two prints), 2026-11-27."""
+        log.exception("test proxy: the request from %s failed", client_address)
 
 
 class QuietHandler(BaseHTTPRequestHandler):

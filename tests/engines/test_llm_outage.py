@@ -76,8 +76,9 @@ async def _all_held(proxy: FaultProxy, count: int, pending: list[asyncio.Future]
     done, _ = await asyncio.wait([held, *pending], return_when=asyncio.FIRST_COMPLETED)
     if held not in done:
         proxy.kill()  # releases the wait
-        ended = [f.exception() or f.result() for f in done]
-        pytest.fail(f"{len(done)} request(s) ended before the kill, with {proxy.held} of {count} held: {ended!r}")
+        ended = [[repr(c) for c in _causes(f.exception())] if f.exception() else f.result() for f in done]
+        pytest.fail(f"{len(done)} request(s) ended before the kill, with {proxy.held} of {count} held "
+                    f"(each with its causes): {ended!r}")
     assert held.result() == count, f"only {held.result()} of {count} requests held mid-answer in 300 s"
 
 
