@@ -11,8 +11,9 @@ accel-topology with the better of stock and stock-concurrent, and with the run's
 Issue 25's rule: no twin number is reported before both validation checks pass. The table is
 written to `--doc` only when `--validation` names a check-1 summary that passed (between the
 doc's table markers, where it has them); otherwise it goes to the output folder, headed NOT
-VALIDATED. Every number is labelled with the profile's
-label ("simulated from measured H100 curves").
+VALIDATED. The table holds this invocation's examples only: after runs with `--only`, publish
+every report with `--reuse` and no `--only`. Every number is labelled with the profile's label
+("simulated from measured H100 curves").
 """
 
 from __future__ import annotations
@@ -79,9 +80,7 @@ def markdown(rows: list[dict[str, Any]], label: str, validated: bool) -> str:
     def num(value: float | None, fmt: str) -> str:
         return "n/a" if value is None else fmt.format(value)
 
-    head = []
-    if not validated:
-        head += ["**NOT VALIDATED: validation check 1 has not passed; these numbers may not be reported.**", ""]
+    head = [] if validated else ["**NOT VALIDATED: validation check 1 has not passed; these numbers may not be reported.**", ""]
     lines = head + [f"Every number below is **{label}**.", "",
                     "| example | framework | mode | queries | better stock | stock s | accel s | speed-up | bound s "
                     "| accel / bound | equal | twin lag s |",
