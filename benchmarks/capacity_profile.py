@@ -75,20 +75,19 @@ async def llm_speedups(base_url: str, model: str, prompt_text: str, max_tokens: 
     def fresh(n: int) -> list[GenerationRequest]:
         return [GenerationRequest(prompt=f"Request {next(counter)}. {prompt_text}", params=params) for _ in range(n)]
 
-    rates: dict[int, float] = {}
+    async def throughput(engine: OpenAIServerEngine, size: int) -> float:
+        best = float("inf")
+        for _ in range(repeats):
+            began = time.perf_counter()
+            await engine.run(fresh(size))
+            best = min(best, time.perf_counter() - began)
+        return size / best
+
     async with OpenAIServerEngine(base_url, model) as engine:
         await engine.run(fresh(1))  # warm-up
-        ladder = list(sizes)
-        while ladder:
-            size = ladder.pop(0)
-            best = float("inf")
-            for _ in range(repeats):
-                began = time.perf_counter()
-                await engine.run(fresh(size))
-                best = min(best, time.perf_counter() - began)
-            rates[size] = size / best
-            if not ladder and (more := still_gaining(rates, most)) is not None:
-                ladder.append(more)
+        rates = {size: await throughput(engine, size) for size in sizes}
+        while (size := still_gaining(rates, most)) is not None:
+            rates[size] = await throughput(engine, size)
     return {b: rate / rates[sizes[0]] for b, rate in rates.items()}
 
 
