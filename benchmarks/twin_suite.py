@@ -37,8 +37,8 @@ def report_path(out: Path, example: str, framework: str, mode: str) -> Path:
     return out / f"{example}-{framework}-{mode}.json"
 
 
-def run(example: str, framework: str, mode: str, queries: int, profile: str, out: Path, rate: float | None) -> dict[str, Any]:
-    path = report_path(out, example, framework, mode)
+def run(example: str, framework: str, mode: str, queries: int, profile: str, path: Path, rate: float | None) -> dict[str, Any]:
+    """`accel bench` on the twins in a process of its own, its report written to `path`."""
     command = [sys.executable, "-c", "from accel.cli import main; main()", "bench", example, "--framework", framework,
                "--mode", mode, "--queries", str(queries), "--twin", profile, "--json", str(path)]
     if rate is not None:
@@ -110,7 +110,7 @@ def suite(examples: dict[str, Any], names: list[str], profile: str, out: Path, *
                     if mode == "poisson" and rate is None:
                         log.warning("%s %s: no stock throughput from the batch run, so no Poisson run", name, framework)
                         continue
-                    report = runner(name, framework, mode, queries, profile, out, rate)
+                    report = runner(name, framework, mode, queries, profile, path, rate)
                 batch = report if mode == "batch" else batch
                 rows.append(row(report))
     return rows
@@ -123,15 +123,16 @@ TITLE = ("# Benchmarks on engine twins\n\n"
          "stock and stock-concurrent (mean latency, makespan, or p95 for Poisson) and against the run's bound.\n\n")
 
 
-def publish(doc: Path, table: str) -> None:
-    """Write the table into `doc` between its markers, so the prose around them stays; a doc
-    without markers is written afresh: the title, then the table between markers."""
+def publish(doc: Path, table: str, markers: tuple[str, str] = (TABLE_START, TABLE_END)) -> None:
+    """Write the table into `doc` between its `markers`, so the prose around them stays; a doc
+    without them is written afresh: the title, then the table between markers."""
+    start, end = markers
     text = doc.read_text() if doc.is_file() else ""
-    if TABLE_START in text and TABLE_END in text:
-        before, rest = text.split(TABLE_START, 1)
-        doc.write_text(before + TABLE_START + "\n" + table + rest[rest.index(TABLE_END):])
+    if start in text and end in text:
+        before, rest = text.split(start, 1)
+        doc.write_text(before + start + "\n" + table + rest[rest.index(end):])
     else:
-        doc.write_text(TITLE + TABLE_START + "\n" + table + TABLE_END + "\n")
+        doc.write_text(TITLE + start + "\n" + table + end + "\n")
 
 
 def validated(summary: Path | None) -> bool:

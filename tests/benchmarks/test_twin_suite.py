@@ -54,7 +54,7 @@ def test_a_resumed_suite_reads_the_reports_it_has_and_runs_the_rest(tmp_path: Pa
     (tmp_path / "advanced-rag-langchain-batch.json").write_text(json.dumps(report("batch", 20.0, 8.0, 5.0)))
     ran = []
 
-    def runner(example: str, framework: str, mode: str, queries: int, profile: str, out: Path,
+    def runner(example: str, framework: str, mode: str, queries: int, profile: str, path: Path,
                rate: float | None) -> dict:
         ran.append((mode, queries, rate))
         return report(mode, 2.0, 2.0, 1.5)

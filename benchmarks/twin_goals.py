@@ -1,0 +1,151 @@
+"""Issue 25's goals on engine twins, as medians of repeated runs: docs/benchmarks-twin.md.
+
+    python -m accel.benchmarks.twin_goals --suite docs/benchmarks/twin --out docs/benchmarks/twin/goals \\
+        --validation docs/benchmarks/twin-validation/summary.json --repeats 3 --doc docs/benchmarks-twin.md
+
+One run of a goal's case says little: p95 of 32 Poisson queries moved from 0.84x to 1.14x
+between two runs of the same code on the same twins. So each goal's case runs `--repeats`
+times, the goals taking turns (goal 1, goal 2, ..., goal 1, ...) so that a slow spell of the
+machine falls on every goal alike, and the table gives each goal's median speed-up with the
+runs' range. Poisson cases run at stock's saturation rate from the suite's batch report (the
+throughput stock-concurrent reached; benchmarks/twin_suite.py). Published only after validation
+check 1 passed, every number labelled with the profile's label, like the suite's table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from accel.benchmarks.twin_suite import publish, report_path, row, run, saturation_rate, validated
+
+log = logging.getLogger("accel.benchmarks.twin_goals")
+
+
+@dataclass(frozen=True)
+class Goal:
+    example: str
+    framework: str
+    mode: str
+    queries: int
+    speedup: float
+    """accel-topology against the better stock system, at least."""
+    says: str
+
+    @property
+    def case(self) -> str:
+        return f"{self.example}-{self.framework}-{self.mode}-{self.queries}"
+
+
+GOALS = (
+    Goal("advanced-rag", "langchain", "batch", 32, 1.3, "advanced RAG LangChain, batch 32"),
+    Goal("advanced-rag", "llamaindex", "batch", 32, 1.3, "advanced RAG LlamaIndex, batch 32"),
+    Goal("advanced-rag", "langchain", "poisson", 32, 2.0, "advanced RAG LangChain, Poisson p95"),
+    Goal("advanced-rag", "llamaindex", "poisson", 32, 2.0, "advanced RAG LlamaIndex, Poisson p95"),
+    Goal("research-graph", "langchain", "batch", 32, 1.3, "research graph, 32 concurrent runs"),
+    Goal("map-reduce-lcel", "langchain", "batch", 32, 1.5, "map-reduce-lcel, batch 32"),
+    Goal("multi-agent", "langchain", "batch", 32, 1.5, "multi-agent, batch 32"),
+    Goal("chat", "llamaindex", "batch", 16, 1.2, "chat, 16 concurrent conversations"),
+)
+
+
+def goal_report(out: Path, goal: Goal, repeat: int) -> Path:
+    return out / f"{goal.case}-{repeat}.json"
+
+
+def runs(goals: tuple[Goal, ...], repeats: int, suite_out: Path, out: Path, profile: str, *, reuse: bool = False,
+         runner: Callable[..., dict[str, Any]] = run) -> dict[Goal, list[dict[str, Any]]]:
+    """Every goal's case `repeats` times, the goals taking turns; with `reuse`, a report already
+    in `out` is read instead of run again."""
+    reports: dict[Goal, list[dict[str, Any]]] = {goal: [] for goal in goals}
+    for repeat in range(1, repeats + 1):
+        for goal in goals:
+            path = goal_report(out, goal, repeat)
+            if reuse and path.is_file():
+                reports[goal].append(json.loads(path.read_text()))
+                continue
+            rate = None
+            if goal.mode == "poisson":
+                batch = report_path(suite_out, goal.example, goal.framework, "batch")
+                rate = saturation_rate(json.loads(batch.read_text())) if batch.is_file() else None
+                if rate is None:
+                    log.warning("%s: no stock throughput in %s, so no Poisson run", goal.case, batch)
+                    continue
+            log.info("%s: run %d of %d", goal.case, repeat, repeats)
+            report = runner(goal.example, goal.framework, goal.mode, goal.queries, profile, path, rate)
+            reports[goal].append(report)
+    return reports
+
+
+def summary(goal: Goal, reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """The goal's median speed-up and the runs' range; the median of what the bound allows
+    (the better stock over the bound) and of accel over the bound."""
+    rows = [row(r) for r in reports]
+    speedups = [r["speedup"] for r in rows if r["speedup"]]
+    allows = [r["stock_s"] / r["bound_s"] for r in rows if r["stock_s"] and r["bound_s"]]
+    over = [r["accel_over_bound"] for r in rows if r["accel_over_bound"]]
+    median = statistics.median(speedups) if speedups else None
+    return {"goal": goal.says, "case": goal.case, "target": goal.speedup, "runs": len(rows),
+            "speedup": median, "low": min(speedups, default=None), "high": max(speedups, default=None),
+            "bound_allows": statistics.median(allows) if allows else None,
+            "accel_over_bound": statistics.median(over) if over else None,
+            "equal": min((r["equal"] for r in rows if r["equal"] is not None), default=None),
+            "met": median is not None and median >= goal.speedup}
+
+
+def markdown(summaries: list[dict[str, Any]], label: str, validated: bool) -> str:
+    def num(value: float | None, fmt: str) -> str:
+        return "n/a" if value is None else fmt.format(value)
+
+    head = [] if validated else ["**NOT VALIDATED: validation check 1 has not passed; these numbers may not be reported.**", ""]
+    lines = head + [f"Every number below is **{label}**. Medians over the runs; the range is the runs' lowest and highest.",
+                    "", "| goal | target | runs | speed-up, median | range | the bound allows | accel / bound | equal | met |",
+                    "|---|---:|---:|---:|---|---:|---:|---:|---|"]
+    for s in summaries:
+        allows = num(s["bound_allows"], "{:.2f}x")
+        if s["bound_allows"] is not None and s["bound_allows"] < s["target"]:
+            allows += ": below the target"
+        lines.append(f"| {s['goal']} | {s['target']:.1f}x | {s['runs']} | {num(s['speedup'], '{:.2f}x')} "
+                     f"| {num(s['low'], '{:.2f}')}-{num(s['high'], '{:.2f}')}x | {allows} "
+                     f"| {num(s['accel_over_bound'], '{:.2f}')} | {num(s['equal'], '{:.0%}')} | {'yes' if s['met'] else 'no'} |")
+    return "\n".join(lines) + "\n"
+
+
+TABLE_START, TABLE_END = "<!-- twin_goals table -->", "<!-- /twin_goals table -->"
+
+
+def main() -> None:
+    from accel.engines.twin.profile import load_profile
+
+    parser = argparse.ArgumentParser(prog="python -m accel.benchmarks.twin_goals", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--suite", type=Path, required=True, help="the suite's reports (Poisson rates from its batch runs)")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--profile", default="h100-8b")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--validation", type=Path, help="check 1's summary.json (benchmarks/twin_validation.py)")
+    parser.add_argument("--doc", type=Path, help="where the table goes once validated, between its twin_goals markers")
+    parser.add_argument("--reuse", action="store_true", help="read the reports already in --out instead of running them")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    args.out.mkdir(parents=True, exist_ok=True)
+    reports = runs(GOALS, args.repeats, args.suite, args.out, args.profile, reuse=args.reuse)
+    summaries = [summary(goal, reports[goal]) for goal in GOALS if reports[goal]]
+    ok = validated(args.validation)
+    text = markdown(summaries, load_profile(args.profile).label, ok)
+    (args.out / "goals.md").write_text(text)
+    (args.out / "goals.json").write_text(json.dumps(summaries, indent=1))
+    if ok and args.doc:
+        publish(args.doc, text, (TABLE_START, TABLE_END))
+    sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""The goals' repeated runs on twins (benchmarks/twin_goals.py): the goals take turns, each
+goal's verdict is its median, and what the bound allows is said beside the target."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from accel.benchmarks.twin_goals import Goal, goal_report, markdown, runs, summary
+from tests.benchmarks.test_twin_suite import report
+
+BATCH = Goal("advanced-rag", "langchain", "batch", 32, 1.3, "advanced RAG LangChain, batch 32")
+POISSON = Goal("advanced-rag", "langchain", "poisson", 32, 2.0, "advanced RAG LangChain, Poisson p95")
+
+
+def test_goals_take_turns_and_poisson_runs_at_the_suites_stock_rate(tmp_path: Path) -> None:
+    suite, out = tmp_path / "suite", tmp_path / "goals"
+    suite.mkdir(), out.mkdir()
+    (suite / "advanced-rag-langchain-batch.json").write_text(json.dumps(report("batch", 20.0, 8.0, 5.0)))
+    ran = []
+
+    def runner(example: str, framework: str, mode: str, queries: int, profile: str, path: Path,
+               rate: float | None) -> dict:
+        ran.append((mode, path.name, rate))
+        return report(mode, 2.0, 2.0, 1.0)
+
+    reports = runs((BATCH, POISSON), 2, suite, out, "h100-8b", runner=runner)
+    assert ran == [("batch", "advanced-rag-langchain-batch-32-1.json", None),
+                   ("poisson", "advanced-rag-langchain-poisson-32-1.json", 4.0),  # stock-concurrent's 32 / 8 s
+                   ("batch", "advanced-rag-langchain-batch-32-2.json", None),
+                   ("poisson", "advanced-rag-langchain-poisson-32-2.json", 4.0)]
+    assert [len(reports[g]) for g in (BATCH, POISSON)] == [2, 2]
+
+    goal_report(out, BATCH, 1).write_text(json.dumps(report("batch", 9.0, 9.0, 3.0)))
+    ran.clear()
+    reused = runs((BATCH,), 2, suite, out, "h100-8b", reuse=True, runner=runner)
+    assert [name for _, name, _ in ran] == ["advanced-rag-langchain-batch-32-2.json"]  # only the missing run
+    assert summary(BATCH, reused[BATCH])["high"] == 3.0  # the kept report counts
+
+
+def test_a_poisson_goal_without_the_suites_batch_report_is_skipped_not_guessed(tmp_path: Path) -> None:
+    def runner(*args: object) -> dict:
+        raise AssertionError("no rate, no run")
+
+    assert runs((POISSON,), 1, tmp_path, tmp_path, "h100-8b", runner=runner) == {POISSON: []}
+
+
+def test_the_verdict_is_the_median_and_the_bound_says_what_it_allows() -> None:
+    bound = {"value_s": 4.0, "accel_over_bound": 1.5}
+    reports = [report("batch", 20.0, 6.0, accel, bound) for accel in (6.0, 4.0, 4.8)]  # 1.0x, 1.5x, 1.25x
+    s = summary(BATCH, reports)
+    assert (s["speedup"], s["low"], s["high"], s["runs"]) == (1.25, 1.0, 1.5, 3)
+    assert s["bound_allows"] == 1.5 and not s["met"]  # the median misses 1.3x though one run made it
+    assert summary(BATCH, reports[1:])["met"]  # median 1.375x
+    table = markdown([s, summary(POISSON, [report("poisson", 3.0, 2.0, 1.9, {"value_s": 1.6, "accel_over_bound": 1.2})])],
+                     "simulated from measured H100 curves", validated=True)
+    assert "simulated from measured H100 curves" in table and "NOT VALIDATED" not in table
+    assert "| 1.50x |" in table  # batch: 6.0 s over the 4.0 s bound, above the 1.3x target
+    assert "| 1.25x: below the target |" in table  # Poisson: 2.0 s over 1.6 s, below 2x
+    assert "NOT VALIDATED" in markdown([s], "simulated from measured H100 curves", validated=False)
