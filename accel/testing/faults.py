@@ -176,7 +176,13 @@ class FaultProxy:
                         response.read()
                         proxy._hold(self.connection, upstream)
                 except OSError:
-                    pass  # the client left, or kill() cut the server side
+                    # the client left, or kill() cut the server side; before any fault it is
+                    # neither, and the client sees a connection error it cannot explain: say so
+                    with proxy._lock:
+                        faulted = proxy._down
+                    if not faulted:
+                        log.warning("fault proxy: relaying %s %s failed before any fault", self.command,
+                                    self.path, exc_info=True)
                 finally:
                     with proxy._lock:
                         proxy._upstreams.discard(upstream)
