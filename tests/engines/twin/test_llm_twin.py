@@ -11,6 +11,7 @@ import pytest
 from accel.engines.twin.scheduler import Scheduler, Seq
 from accel.engines.twin.content import OutputPlan
 from accel.engines.twin.profile import LLMConfig
+from accel.testing.proxy import RecordingProxy
 
 CHAT = [{"role": "system", "content": "You answer briefly."}, {"role": "user", "content": "What is a twin?"}]
 
@@ -158,6 +159,53 @@ async def test_accels_llm_engine_reads_the_twin_as_it_reads_vllm(make_twin) -> N
     assert "What is a twin?" in rendered
     assert chat.completion_tokens == plain.completion_tokens == 6 and chat.prompt_tokens == plain.prompt_tokens
     assert chat.text == plain.text  # the same prompt ids, however they came: the same answer
+
+
+async def test_accels_whole_answers_are_its_streams_and_cancelling_one_aborts_it(make_twin) -> None:
+    """`run` asks for whole answers (one JSON body, not an event per token): the same text,
+    usage and cached tokens as `stream`; cancelling it closes the connection, and the server
+    aborts the request as it does a stream's."""
+    from accel.engines.base import GenerationRequest, SamplingParams
+    from accel.engines.llm.openai_client import OpenAIServerEngine
+
+    twin = await make_twin()
+    aborted = asyncio.Event()
+    end = twin.engine.end
+
+    def watch(seq: Seq, reason: str) -> None:
+        end(seq, reason)
+        if reason == "abort":
+            aborted.set()
+
+    twin.engine.end = watch
+    prompt = " ".join(f"word{i}" for i in range(60))  # several 16-token blocks: the second request hits the cache
+    request = GenerationRequest(prompt=prompt, params=SamplingParams(max_tokens=12, extra={"ignore_eos": True}))
+    with RecordingProxy(twin.listener.base_url) as proxy:
+        async with OpenAIServerEngine(proxy.url + "/v1", "tiny") as engine:
+            [whole] = await engine.run([request])
+            chunks = [chunk async for chunk in engine.stream(request)]
+            [again] = await engine.run([request])
+    sent = [r.body for r in proxy.recorder.take() if r.path == "/v1/completions" and r.body.get("prompt") == prompt]
+    assert [body["stream"] for body in sent] == [False, True, False]
+    streamed = chunks[-1].generation
+    assert whole.text == streamed.text == again.text == "".join(c.delta for c in chunks) != ""
+    assert (whole.prompt_tokens, whole.completion_tokens, whole.finish_reason) == \
+        (streamed.prompt_tokens, 12, streamed.finish_reason) == (again.prompt_tokens, 12, "length")
+    assert whole.cached_tokens == 0 and streamed.cached_tokens == again.cached_tokens > 0
+
+    async with OpenAIServerEngine(twin.listener.base_url + "/v1", "tiny") as engine:
+        forever = GenerationRequest(prompt="go on", params=SamplingParams(max_tokens=8000, extra={"ignore_eos": True}))
+        call = asyncio.ensure_future(engine.run([forever]))
+        for _ in range(10_000):  # until the twin runs it (virtual clock: steps cost no wall time)
+            if twin.engine.scheduler.counters.generation_tokens > 36:
+                break
+            await asyncio.sleep(0)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        await asyncio.wait_for(aborted.wait(), 30)
+    assert twin.engine.scheduler.counters.finished["abort"] == 1 and not twin.engine.scheduler.running
+    assert twin.engine.scheduler.counters.generation_tokens < 36 + 8000
 
 
 async def test_tokens_a_lagging_client_has_not_taken_go_out_in_one_event(make_twin) -> None:
