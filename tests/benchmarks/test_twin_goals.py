@@ -58,3 +58,32 @@ def test_the_verdict_is_the_median_and_the_bound_says_what_it_allows() -> None:
     assert "| 1.50x |" in table  # batch: 6.0 s over the 4.0 s bound, above the 1.3x target
     assert "| 1.25x: below the target |" in table  # Poisson: 2.0 s over 1.6 s, below 2x
     assert "NOT VALIDATED" in markdown([s], "simulated from measured H100 curves", validated=False)
+
+
+def test_the_suites_report_of_the_same_case_is_the_first_run_and_no_other(tmp_path: Path) -> None:
+    """Only a report of the same queries with every query in flight stands for a goal's run:
+    the suite's batches before 2026-11-27 ran 16 at a time, in two waves."""
+    suite, out = tmp_path / "suite", tmp_path / "goals"
+    suite.mkdir(), out.mkdir()
+    ran = []
+
+    def runner(example: str, framework: str, mode: str, queries: int, profile: str, path: Path,
+               rate: float | None) -> dict:
+        ran.append(path.name)
+        return report(mode, 2.0, 2.0, 1.0)
+
+    def suite_report(concurrency: int) -> str:
+        kept = report("batch", 20.0, 8.0, 5.0)
+        kept["config"]["concurrency"] = concurrency
+        return json.dumps(kept)
+
+    (suite / "advanced-rag-langchain-batch.json").write_text(suite_report(16))
+    runs((BATCH,), 1, suite, out, "h100-8b", runner=runner)
+    assert ran == ["advanced-rag-langchain-batch-32-1.json"]  # 16 at a time: not the goal's case
+    ran.clear()
+    (suite / "advanced-rag-langchain-batch.json").write_text(suite_report(32))
+    reports = runs((BATCH,), 2, suite, out, "h100-8b", runner=runner)
+    assert ran == ["advanced-rag-langchain-batch-32-2.json"]
+    s = summary(BATCH, reports[BATCH])
+    assert (s["low"], s["high"]) == (1.6, 2.0)  # the suite's 8.0 s / 5.0 s, then the run's 2.0 s / 1.0 s
+    assert goal_report(out, BATCH, 1).is_file()  # kept beside the goal's other runs

@@ -77,3 +77,21 @@ def test_the_table_replaces_only_what_lies_between_the_docs_markers(tmp_path: Pa
     assert fresh.read_text() == f"{TITLE}{TABLE_START}\na table\n{TABLE_END}\n"
     publish(fresh, "the next table\n")  # the markers written make the next run keep the prose
     assert fresh.read_text() == f"{TITLE}{TABLE_START}\nthe next table\n{TABLE_END}\n"
+
+
+def test_every_query_of_a_run_may_be_in_flight(tmp_path: Path, monkeypatch) -> None:
+    """A batch of 32 is 32 concurrent runs (the bench's default of 16 sent it in two waves)."""
+    import subprocess
+
+    from accel.benchmarks import twin_suite
+
+    commands = []
+
+    def fake_run(command: list[str], **kwargs) -> None:
+        commands.append(command)
+        (tmp_path / "r.json").write_text(json.dumps(report("batch", 2.0, 2.0, 1.0)))
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    twin_suite.run("advanced-rag", "langchain", "batch", 32, "h100-8b", tmp_path / "r.json", None)
+    [command] = commands
+    assert command[command.index("--queries") + 1] == command[command.index("--concurrency") + 1] == "32"
