@@ -224,14 +224,19 @@ def _counted_runs(config: BenchConfig, systems: list[Any], apps: Apps, driver: A
             tokens = prompt_cache.counts(stack.openai_base_url)
             sent: list[dict[str, int]] = []
             cpu: list[front_end.CpuSample] = []
+            lag: list[float | None] = []
 
             def warmed() -> None:
                 cpu.append(front_end.sample(loop=system.accel))
                 if counter is not None:
                     sent.append(counter.counts())
+                if config.twin:
+                    lag.append(twin_run.lag_s(stack))
 
             run = run_system(system, apps, driver, workload.questions, config.mode, arrivals=arrivals, rate=rate,
                              concurrency=config.concurrency, before=reset, warmed=warmed)
+            if lag and lag[0] is not None and (lag_after := twin_run.lag_s(stack)) is not None:
+                run.twin_lag_s = lag_after - lag[0]  # this system's own: the run's total mixes every system's
             run.front_end = front_end.per_query(cpu[0] if cpu else None, front_end.sample(loop=system.accel),
                                                 len(workload.questions),
                                                 in_process_encoders=_in_process_encoders(stack))

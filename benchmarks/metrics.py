@@ -78,4 +78,5 @@ def summarize(run: SystemRun, reference: SystemRun | None) -> dict[str, Any]:
         "prompt_cache": run.prompt_cache,
         "encoder_requests": run.encoder_requests,
         "front_end": run.front_end,
+        "twin_lag_s": run.twin_lag_s,
     }

@@ -43,6 +43,7 @@ class SystemRun:
     prompt_cache: dict[str, Any] | None = None  # the server's prompt / cached tokens during the run
     encoder_requests: dict[str, int] | None = None  # HTTP requests to each encoder server, warm-up excluded
     front_end: dict[str, Any] | None = None  # this process's CPU time per query (benchmarks/front_end.py)
+    twin_lag_s: float | None = None  # on twins: how far they fell behind their model during this run (twin_run.py)
 
     @property
     def ok(self) -> bool:

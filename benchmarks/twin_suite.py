@@ -77,7 +77,9 @@ def row(report: dict[str, Any]) -> dict[str, Any]:
             "bound_s": bound.get("value_s") if bound.get("established", True) else None,
             "accel_over_bound": bound.get("accel_over_bound"),
             "equal": (systems.get("accel-topology") or {}).get("equal_rate"),
-            "twin_lag_s": (report.get("simulated") or {}).get("twin_lag_s")}
+            "twin_lag_s": (report.get("simulated") or {}).get("twin_lag_s"),
+            "stock_lag_s": (systems.get(better) or {}).get("twin_lag_s") if better else None,
+            "accel_lag_s": (systems.get("accel-topology") or {}).get("twin_lag_s")}
 
 
 def markdown(rows: list[dict[str, Any]], label: str, validated: bool) -> str:
@@ -87,13 +89,14 @@ def markdown(rows: list[dict[str, Any]], label: str, validated: bool) -> str:
     head = [] if validated else ["**NOT VALIDATED: validation check 1 has not passed; these numbers may not be reported.**", ""]
     lines = head + [f"Every number below is **{label}**.", "",
                     "| example | framework | mode | queries | better stock | stock s | accel s | speed-up | bound s "
-                    "| accel / bound | equal | twin lag s |",
+                    "| accel / bound | equal | twin lag s: run (stock / accel) |",
                     "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(f"| {r['example']} | {r['framework']} | {r['mode']} | {r['queries']} | {r['better_stock'] or 'n/a'} "
                      f"| {num(r['stock_s'], '{:.2f}')} | {num(r['accel_s'], '{:.2f}')} | {num(r['speedup'], '{:.2f}x')} "
                      f"| {num(r['bound_s'], '{:.2f}')} | {num(r['accel_over_bound'], '{:.2f}')} "
-                     f"| {num(r['equal'], '{:.0%}')} | {num(r['twin_lag_s'], '{:.2f}')} |")
+                     f"| {num(r['equal'], '{:.0%}')} | {num(r['twin_lag_s'], '{:.2f}')} "
+                     f"({num(r['stock_lag_s'], '{:.2f}')} / {num(r['accel_lag_s'], '{:.2f}')}) |")
     return "\n".join(lines) + "\n"
 
 
