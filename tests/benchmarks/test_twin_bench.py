@@ -42,6 +42,8 @@ def test_a_twin_run_is_labelled_simulated_and_answers_as_stock(twin_stack: Stack
     assert report["simulated"]["profile"] == "h100-8b"
     assert report["simulated"]["label"] == "simulated from measured H100 curves"
     assert report["simulated"]["twin_lag_s"] is not None and report["simulated"]["twin_lag_s"] >= 0
+    own = [report["systems"][name]["twin_lag_s"] for name in ("stock-sequential", "accel-topology")]
+    assert all(lag is not None and 0 <= lag <= report["simulated"]["twin_lag_s"] + 1e-9 for lag in own), own
     assert report["verdict"].startswith("SIMULATED (simulated from measured H100 curves, twin h100-8b")
     assert report["engines"]["embed_server"] == twin_stack.embed_base_url
     assert report["engines"]["rerank_server"] == twin_stack.rerank_base_url
