@@ -51,6 +51,7 @@ def test_the_verdict_is_the_median_and_the_bound_says_what_it_allows() -> None:
     s = summary(BATCH, reports)
     assert (s["speedup"], s["low"], s["high"], s["runs"]) == (1.25, 1.0, 1.5, 3)
     assert s["bound_allows"] == 1.5 and not s["met"]  # the median misses 1.3x though one run made it
+    assert (s["stock_lag_s"], s["accel_lag_s"]) == (0.05, 0.01)  # the most any run's twins fell behind
     assert summary(BATCH, reports[1:])["met"]  # median 1.375x
     table = markdown([s, summary(POISSON, [report("poisson", 3.0, 2.0, 1.9, {"value_s": 1.6, "accel_over_bound": 1.2})])],
                      "simulated from measured H100 curves", validated=True)
