@@ -2,10 +2,10 @@
 
 `stream` streams (`stream_options.include_usage`, so usage and `cached_tokens` arrive with the
 last event); `generate`, which `run` uses, asks for the whole answer in one JSON body, as a
-stock app's `invoke` does. A streamed answer costs an event per token on both sides: the
-server's API process serialises one and this process parses one, about 40 µs each, which at a
-GPU's speed was most of accel's own CPU per query. Aborting is closing the connection either
-way: vLLM aborts a request whose client disconnected, streamed or not.
+stock app's `invoke` does: a streamed answer costs a server-sent event per token on both sides
+(the server's API process writes one, this process parses one), a whole answer one body.
+Aborting is closing the connection either way: vLLM aborts a request whose client
+disconnected, streamed or not (`abort` closes a stream; a whole answer's caller is cancelled).
 """
 
 from __future__ import annotations
