@@ -22,6 +22,20 @@ def _events(text: str) -> list[dict]:
     return [json.loads(line) for line in lines[:-1]]
 
 
+def _aborts(twin) -> asyncio.Event:
+    """Set when the twin ends a request as aborted."""
+    aborted = asyncio.Event()
+    end = twin.engine.end
+
+    def watch(seq: Seq, reason: str) -> None:
+        end(seq, reason)
+        if reason == "abort":
+            aborted.set()
+
+    twin.engine.end = watch
+    return aborted
+
+
 async def test_completion_is_deterministic_and_streams_the_same_text(make_twin) -> None:
     twin = await make_twin()
     body = {"model": "tiny", "prompt": "The capital of France is", "max_tokens": 12, "ignore_eos": True}
@@ -121,15 +135,7 @@ def test_priority_scheduling_admits_the_lowest_value_first() -> None:
 
 async def test_a_client_that_leaves_aborts_its_request(make_twin) -> None:
     twin = await make_twin()
-    aborted = asyncio.Event()
-    end = twin.engine.end
-
-    def watch(seq: Seq, reason: str) -> None:
-        end(seq, reason)
-        if reason == "abort":
-            aborted.set()
-
-    twin.engine.end = watch
+    aborted = _aborts(twin)
     body = {"prompt": "go on forever", "max_tokens": 5000, "ignore_eos": True, "stream": True}
     async with httpx.AsyncClient(base_url=twin.listener.base_url) as client:
         async with client.stream("POST", "/v1/completions", json=body) as response:
@@ -169,15 +175,7 @@ async def test_accels_whole_answers_are_its_streams_and_cancelling_one_aborts_it
     from accel.engines.llm.openai_client import OpenAIServerEngine
 
     twin = await make_twin()
-    aborted = asyncio.Event()
-    end = twin.engine.end
-
-    def watch(seq: Seq, reason: str) -> None:
-        end(seq, reason)
-        if reason == "abort":
-            aborted.set()
-
-    twin.engine.end = watch
+    aborted = _aborts(twin)
     prompt = " ".join(f"word{i}" for i in range(60))  # several 16-token blocks: the second request hits the cache
     request = GenerationRequest(prompt=prompt, params=SamplingParams(max_tokens=12, extra={"ignore_eos": True}))
     with RecordingProxy(twin.listener.base_url) as proxy:
