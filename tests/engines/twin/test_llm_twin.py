@@ -193,11 +193,18 @@ async def test_accels_whole_answers_are_its_streams_and_cancelling_one_aborts_it
 
     async with OpenAIServerEngine(twin.listener.base_url + "/v1", "tiny") as engine:
         forever = GenerationRequest(prompt="go on", params=SamplingParams(max_tokens=8000, extra={"ignore_eos": True}))
-        call = asyncio.ensure_future(engine.run([forever]))
-        for _ in range(10_000):  # until the twin runs it (virtual clock: steps cost no wall time)
+        running = asyncio.Event()
+        finish = twin.engine.scheduler.finish
+
+        def counting(step):  # set once the twin has generated some of it
+            sampled = finish(step)
             if twin.engine.scheduler.counters.generation_tokens > 36:
-                break
-            await asyncio.sleep(0)
+                running.set()
+            return sampled
+
+        twin.engine.scheduler.finish = counting
+        call = asyncio.ensure_future(engine.run([forever]))
+        await asyncio.wait_for(running.wait(), 30)
         call.cancel()
         with pytest.raises(asyncio.CancelledError):
             await call
