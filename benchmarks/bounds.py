@@ -62,7 +62,8 @@ class Meter:
         critical = BoundRound(query, tuple(calls), self.probe.time(query))
         if self.capacity is None:
             return critical
-        return CapacityRound(critical, self.capacity.work(sum(calls), self.progress))
+        width = max(self.spec.llm_levels(len(calls)), default=1)
+        return CapacityRound(critical, self.capacity.work(sum(calls), width, self.progress))
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,13 @@ question, the app's output length, a new counter in front so vLLM's prefix cache
 flatter the repeats): batch-1 LLM seconds over that gain is the LLM's work at its best batch.
 Vector search (milliseconds here) is left out, which keeps the bound a bound. `CapacityProbe`
 measures all this once per bound round, interleaved with the systems' runs (`bounds.py`).
+
+No engine can batch more than the workload ever holds in flight at once: `queries` times a
+query's texts, pairs, or widest level of mutually independent LLM calls. A chain of four
+dependent LLM calls keeps at most one per query in flight, so 32 such queries never give the
+LLM a batch of 128. Each ladder therefore stops at the first size that covers the most in
+flight (`ladder_top`); the throughput there is at least what any schedule of the workload can
+reach, which keeps the bound a bound while no longer crediting batches the workload cannot form.
 """
 
 from __future__ import annotations
@@ -37,6 +44,15 @@ past 128), and a capacity bound that stopped at 32 lay above what stock-concurre
 the `h100-8b` twins, so it was not established (docs/benchmarks-twin.md)."""
 
 Progress = Callable[[str], None]
+
+
+def ladder_top(in_flight: float, most: int) -> int:
+    """The largest batch size worth measuring for a workload that holds at most `in_flight`
+    items at once: the first power of two at or above it, at most `most`."""
+    size = 1
+    while size < in_flight and size < most:
+        size *= 2
+    return size
 
 
 def best_of(throughputs: dict[int, float]) -> tuple[int, float]:
@@ -96,36 +112,45 @@ class CapacityProbe:
     the models are loaded once, the first round profiles every batch size and later rounds
     only batch 1 (the LLM's reference) and the best size found."""
 
-    def __init__(self, spec: ExampleSpec, stack: Any, questions: Sequence[str], chunks: Sequence[str]) -> None:
+    def __init__(self, spec: ExampleSpec, stack: Any, questions: Sequence[str], chunks: Sequence[str], queries: int) -> None:
         from .encoders import encoders_for
 
-        self.spec, self.stack = spec, stack
-        self.best: dict[str, int] = {}
+        self.spec, self.stack, self.queries = spec, stack, queries
+        self.best: dict[tuple[str, int], int] = {}
         self.texts = [questions[i % len(questions)] for i in range(TEXT_MOST)]
         self.pairs = [(questions[i % len(questions)], chunks[i % len(chunks)]) for i in range(TEXT_MOST)]
         self.prompt = " ".join(chunks[:3]) + f"\nQuestion: {questions[0]}\nAnswer:"
         self.encoders = encoders_for(stack, embed=bool(spec.embed_batch), rerank=bool(spec.rerank_pairs))
 
-    def _sizes(self, engine: str, all_sizes: Sequence[int]) -> Sequence[int]:
-        best = self.best.get(engine)
-        return all_sizes if best is None else tuple(sorted({all_sizes[0], best}))
+    def _ladder(self, engine: str, all_sizes: Sequence[int], top: int) -> Sequence[int]:
+        """The sizes to measure up to `top`: the whole ladder the first time, then the first
+        size (the reference) and the best one found."""
+        best = self.best.get((engine, top))
+        return tuple(b for b in all_sizes if b <= top) if best is None else tuple(sorted({all_sizes[0], best}))
 
-    def work(self, llm_s_per_query: float, progress: Progress = lambda _: None) -> list[EngineWork]:
-        """Each engine's work per query at its best measured batch size, measured now."""
+    def _text_work(self, engine: str, unit: str, per_query: int, run: Callable[[int], Any]) -> EngineWork:
+        top = ladder_top(self.queries * per_query, TEXT_MOST)
+        size, rate = best_of(text_throughputs(run, self._ladder(engine, TEXT_SIZES, top), top))
+        self.best[(engine, top)] = size
+        return EngineWork(engine, per_query, unit, rate, size)
+
+    def work(self, llm_s_per_query: float, llm_width: int = 1, progress: Progress = lambda _: None) -> list[EngineWork]:
+        """Each engine's work per query at its best measured batch size up to what the workload
+        holds in flight, measured now; `llm_width`: the query's widest level of independent
+        LLM calls."""
         work: list[EngineWork] = []
         encoders = self.encoders
         if self.spec.embed_batch:
             progress("capacity bound: embedder throughput vs batch size")
-            size, rate = best_of(text_throughputs(lambda b: encoders.embed(self.texts[:b]), self._sizes("embed", TEXT_SIZES)))
-            work.append(EngineWork("embed", self.spec.embed_batch, "texts", rate, size))
+            work.append(self._text_work("embed", "texts", self.spec.embed_batch, lambda b: encoders.embed(self.texts[:b])))
         if self.spec.rerank_pairs:
             progress("capacity bound: reranker throughput vs batch size")
-            size, rate = best_of(text_throughputs(lambda b: encoders.rerank(self.pairs[:b]), self._sizes("rerank", TEXT_SIZES)))
-            work.append(EngineWork("rerank", self.spec.rerank_pairs, "pairs", rate, size))
+            work.append(self._text_work("rerank", "pairs", self.spec.rerank_pairs, lambda b: encoders.rerank(self.pairs[:b])))
         progress("capacity bound: LLM throughput vs batch size")
+        top = ladder_top(self.queries * llm_width, LLM_MOST)
         speedups = asyncio.run(llm_speedups(self.stack.openai_base_url, self.stack.model, self.prompt, self.stack.max_tokens,
-                                            self._sizes("llm", LLM_SIZES)))
+                                            self._ladder("llm", LLM_SIZES, top), most=top))
         size, gain = best_of(speedups)
+        self.best[("llm", top)] = size
         work.append(EngineWork("llm", llm_s_per_query, "batch-1 s", gain, size))
-        self.best.update({w.engine: w.best_batch for w in work})
         return work

@@ -182,7 +182,7 @@ def _meter(config: BenchConfig, stack: Any, driver: Any, apps: Apps, indexed: In
                 return None
         return timer.durations()
 
-    capacity = None if config.mode == "single" else CapacityProbe(spec, stack, questions, chunks)
+    capacity = None if config.mode == "single" else CapacityProbe(spec, stack, questions, chunks, config.queries)
     return bounds.Meter(spec, time_stock, encoder_probe(spec, stack, driver, indexed.index, questions, chunks), capacity, progress)
 
 

@@ -85,3 +85,25 @@ def test_batch_and_poisson_bounds_above_a_measured_system_are_re_measured_or_not
     report = {"mode": mode, "headline_metric": "makespan" if mode == "batch" else "p95 latency", "rates": []}
     bounds.attach(report, measured, failed, [runs[next(iter(runs))]], "accel-topology")
     assert report["bound"]["accel_over_bound"] is None and report["capacity_bound"]["accel_over_bound"] is None
+
+
+def test_a_capacity_round_passes_the_query_widest_llm_level_to_the_probe() -> None:
+    from accel.benchmarks import bounds
+    from accel.benchmarks.apps import ExampleSpec, plan_fan_out_fan_in, sequential
+
+    asked: list[tuple[float, int]] = []
+
+    class Probe:
+        def work(self, llm_s: float, width: int, progress: Any) -> list[EngineWork]:
+            asked.append((llm_s, width))
+            return [EngineWork("llm", llm_s, "batch-1 s", 3.0, 16)]
+
+    class Steps:
+        def time(self, query: int) -> dict[str, float]:
+            return {}
+
+    for levels, width in ((sequential, 1), (plan_fan_out_fan_in, 3)):
+        spec = ExampleSpec("fake", {}, "five LLM calls", llm_levels=levels)
+        meter = bounds.Meter(spec, lambda i: [0.5] * 5, Steps(), Probe())  # type: ignore[arg-type]
+        meter.round(0)
+        assert asked[-1] == (pytest.approx(2.5), width)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from accel.benchmarks import capacity_profile
-from accel.benchmarks.capacity_profile import STILL_GAINING, TEXT_SIZES, still_gaining, text_throughputs
+from accel.benchmarks.capacity_profile import STILL_GAINING, TEXT_SIZES, ladder_top, still_gaining, text_throughputs
 
 
 def test_a_ladder_doubles_only_while_the_last_doubling_gained() -> None:
@@ -36,3 +36,45 @@ def test_text_throughputs_follow_the_gain_to_its_end_or_the_cap(saturates_at: in
     rates = text_throughputs(run)
     assert max(rates) == largest and set(TEXT_SIZES) <= set(rates)
     assert max(rates.values()) == min(saturates_at, largest)  # the best throughput found, items/s
+
+
+def test_ladder_top_is_the_first_power_of_two_covering_what_is_in_flight() -> None:
+    assert [ladder_top(n, 1024) for n in (1, 3, 4, 12, 32, 96, 5000)] == [1, 4, 4, 16, 32, 128, 1024]
+
+
+@pytest.mark.parametrize(("queries", "llm_width", "tops"), [(4, 1, (16, 64, 4)), (4, 3, (16, 64, 16)), (32, 1, (128, 512, 32))])
+def test_no_engine_is_credited_a_batch_the_workload_cannot_form(queries: int, llm_width: int, tops: tuple[int, int, int],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # every engine gains without end, so each ladder's best is where the workload's in-flight cap stops it
+    from accel.benchmarks import encoders
+    from accel.benchmarks.apps import ExampleSpec
+
+    measured: dict[str, list[int]] = {"embed": [], "rerank": [], "llm": []}
+
+    class Endless:
+        def embed(self, texts: list[str]) -> None:
+            measured["embed"].append(len(texts))
+
+        def rerank(self, pairs: list[Any]) -> None:
+            measured["rerank"].append(len(pairs))
+
+    async def speedups(*args: Any, most: int, **kwargs: Any) -> dict[int, float]:
+        sizes = args[4]
+        measured["llm"].extend(sizes)
+        rates = {b: float(b) for b in sizes}
+        while (size := still_gaining(rates, most)) is not None:
+            rates[size] = float(size)
+        measured["llm"].extend(rates)
+        return rates
+
+    monkeypatch.setattr(encoders, "encoders_for", lambda *a, **k: Endless())
+    monkeypatch.setattr(capacity_profile, "llm_speedups", speedups)
+    monkeypatch.setattr(capacity_profile, "fastest", lambda fn, repeats: (fn(), 1.0)[1])  # 1 s a call: items/s = batch
+    spec = ExampleSpec("fake", {}, "expansion, 3 texts embedded, 16 pairs reranked", embed_batch=3, rerank_pairs=16)
+    stack = type("Stack", (), {"openai_base_url": "http://fake/v1", "model": "tiny", "max_tokens": 8})()
+    probe = capacity_profile.CapacityProbe(spec, stack, ["q"] * 4, ["chunk"] * 4, queries)
+    work = {w.engine: w.best_batch for w in probe.work(2.0, llm_width)}
+    assert (work["embed"], work["rerank"], work["llm"]) == tops
+    assert max(measured["embed"]) == tops[0] and max(measured["rerank"]) == tops[1] and max(measured["llm"]) == tops[2]
+    again = {w.engine: w.best_batch for w in probe.work(2.0, llm_width)}  # a later round: the reference and the best
+    assert again == work
