@@ -12,6 +12,8 @@ from typing import Any, Protocol
 
 import httpx
 
+from accel.engines.keepalive import client_limits
+
 TIMEOUT_S = 120.0
 
 
@@ -44,7 +46,7 @@ class ServerEncoders:
 
     def __init__(self, embed: tuple[str, str] | None, rerank: tuple[str, str] | None) -> None:
         self._embed, self._rerank = embed, rerank
-        self._http = httpx.Client(timeout=TIMEOUT_S)
+        self._http = httpx.Client(timeout=TIMEOUT_S, limits=client_limits())
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         assert self._embed is not None
