@@ -12,7 +12,11 @@ store is PGVector on the example stack; the three graders are `prompt | llm | St
 read as "no" when the text starts with "no", instead of `llm.with_structured_output(Grade...)`
 (guided JSON never closes on the random offline model, and with its text an exact "yes" would
 never come, so every run would loop to the recursion limit: reading anything but "no" as "yes"
-keeps the tutorial's flow and ends it).
+keeps the tutorial's flow and ends it). Regenerations are bounded as LangGraph's local adaptive
+RAG tutorial bounds them (`loop_step` against `max_retries`, 3): at temperature 0 an answer the
+hallucination grader rejects comes back identical every time, so the tutorial's "not supported"
+edge looped until LangGraph's recursion limit (10,007 steps in this version), minutes of one
+request after another on the `h100-8b` twins.
 """
 
 from __future__ import annotations
@@ -48,10 +52,14 @@ REWRITE_SYSTEM = """You a question re-writer that converts an input question to 
      for vectorstore retrieval. Look at the input and formulate an improved question."""
 
 
-class GraphState(TypedDict):
+MAX_RETRIES = 3
+
+
+class GraphState(TypedDict, total=False):
     question: str
     generation: str
     documents: list
+    loop_step: int
 
 
 def binary_score(text: str) -> str:
@@ -84,7 +92,8 @@ def build(vectorstore, llm):
         question = state["question"]
         documents = state["documents"]
         generation = rag_chain.invoke({"context": documents, "question": question})
-        return {"documents": documents, "question": question, "generation": generation}
+        return {"documents": documents, "question": question, "generation": generation,
+                "loop_step": state.get("loop_step", 0) + 1}
 
     def grade_documents(state):
         question = state["question"]
@@ -109,11 +118,14 @@ def build(vectorstore, llm):
         question = state["question"]
         documents = state["documents"]
         generation = state["generation"]
+        retry = state.get("loop_step", 0) <= MAX_RETRIES
         grade = binary_score(hallucination_grader.invoke({"documents": documents, "generation": generation}))
         if grade == "yes":
             grade = binary_score(answer_grader.invoke({"question": question, "generation": generation}))
-            return "useful" if grade == "yes" else "not useful"
-        return "not supported"
+            if grade == "yes":
+                return "useful"
+            return "not useful" if retry else "max retries"
+        return "not supported" if retry else "max retries"
 
     workflow = StateGraph(GraphState)
     workflow.add_node("retrieve", retrieve)
@@ -126,7 +138,8 @@ def build(vectorstore, llm):
                                    {"transform_query": "transform_query", "generate": "generate"})
     workflow.add_edge("transform_query", "retrieve")
     workflow.add_conditional_edges("generate", grade_generation_v_documents_and_question,
-                                   {"not supported": "generate", "useful": END, "not useful": "transform_query"})
+                                   {"not supported": "generate", "useful": END, "not useful": "transform_query",
+                                    "max retries": END})
     return workflow.compile()
 
 
