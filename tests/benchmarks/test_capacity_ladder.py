@@ -59,9 +59,7 @@ def test_no_engine_is_credited_a_batch_the_workload_cannot_form(queries: int, ll
             measured["rerank"].append(len(pairs))
 
     async def speedups(*args: Any, most: int, **kwargs: Any) -> dict[int, float]:
-        sizes = args[4]
-        measured["llm"].extend(sizes)
-        rates = {b: float(b) for b in sizes}
+        rates = {b: float(b) for b in args[4]}
         while (size := still_gaining(rates, most)) is not None:
             rates[size] = float(size)
         measured["llm"].extend(rates)
