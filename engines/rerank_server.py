@@ -15,7 +15,7 @@ import httpx
 
 from accel.engines.base import Engine, Health
 from accel.engines.errors import EmptyBatch, EngineUnavailable, InvalidRequest
-from accel.engines.keepalive import client_limits
+from accel.engines.http_pool import engine_client
 
 _REMEDY = "start the encoder servers with `accel up --encoders server`, or point ACCEL_RERANK_BASE_URL at a running server"
 Pair = tuple[str, str]
@@ -50,7 +50,7 @@ class RerankServerEngine(Engine[Pair, float]):
 
     async def start(self) -> None:
         if self._client is None:
-            self._client = httpx.AsyncClient(headers=self._headers, timeout=self._timeout, limits=client_limits())
+            self._client = engine_client(headers=self._headers, timeout=self._timeout)
 
     async def stop(self) -> None:
         client, self._client = self._client, None

@@ -23,6 +23,7 @@ import httpx
 
 from accel.engines.base import Generation, GenerationChunk, GenerationRequest, Health, LLMEngine, SamplingParams
 from accel.engines.errors import EmptyBatch, EngineDied, EngineError, EngineUnavailable, PromptTooLong
+from accel.engines.http_pool import engine_client
 from accel.engines.keepalive import client_limits
 from accel.engines.llm.api_call import HOP_HEADERS, APICall, APIChunk, APIResponse
 
@@ -72,7 +73,7 @@ class OpenAIServerEngine(LLMEngine):
 
     async def start(self) -> None:
         if self._client is None:
-            self._client = httpx.AsyncClient(
+            self._client = engine_client(
                 headers={"Authorization": f"Bearer {self._api_key}"},
                 timeout=httpx.Timeout(self._timeout_s, connect=self._connect_timeout_s),
                 limits=client_limits(max_connections=None, max_keepalive_connections=64),
