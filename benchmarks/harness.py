@@ -227,18 +227,18 @@ def _counted_runs(config: BenchConfig, systems: list[Any], apps: Apps, driver: A
             lag: list[float | None] = []
 
             def warmed() -> None:
-                cpu.append(front_end.sample(loop=system.accel))
+                if config.twin:  # first: reading the twins' metrics costs this process CPU the run must not count
+                    lag.append(twin_run.lag_s(stack))
                 if counter is not None:
                     sent.append(counter.counts())
-                if config.twin:
-                    lag.append(twin_run.lag_s(stack))
+                cpu.append(front_end.sample(loop=system.accel))
 
             run = run_system(system, apps, driver, workload.questions, config.mode, arrivals=arrivals, rate=rate,
                              concurrency=config.concurrency, before=reset, warmed=warmed)
+            cpu_after = front_end.sample(loop=system.accel)
             if lag and lag[0] is not None and (lag_after := twin_run.lag_s(stack)) is not None:
                 run.twin_lag_s = lag_after - lag[0]  # this system's own: the run's total mixes every system's
-            run.front_end = front_end.per_query(cpu[0] if cpu else None, front_end.sample(loop=system.accel),
-                                                len(workload.questions),
+            run.front_end = front_end.per_query(cpu[0] if cpu else None, cpu_after, len(workload.questions),
                                                 in_process_encoders=_in_process_encoders(stack))
             run.prompt_cache = prompt_cache.delta(tokens, prompt_cache.counts(stack.openai_base_url))
             run.encoder_requests = encoder_requests.delta(counter, sent[0] if sent else None)
