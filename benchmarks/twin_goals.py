@@ -8,8 +8,9 @@ between two runs of the same code on the same twins. So each goal's case runs `-
 times, the goals taking turns (goal 1, goal 2, ..., goal 1, ...) so that a slow spell of the
 machine falls on every goal alike, and the table gives each goal's median speed-up with the
 runs' range. The suite's own report of the same case (same queries, every query concurrent)
-counts as the first run. Poisson cases run at stock's saturation rate from the suite's batch report (the
-throughput stock-concurrent reached; benchmarks/twin_suite.py). Published only after validation
+counts as the first run, unless `--fresh` (after a code change: then every run is made here).
+Poisson cases run at stock's saturation rate from the suite's batch report (the throughput
+stock-concurrent reached; benchmarks/twin_suite.py). Published only after validation
 check 1 passed, every number labelled with the profile's label, like the suite's table.
 """
 
@@ -62,9 +63,10 @@ def goal_report(out: Path, goal: Goal, repeat: int) -> Path:
 
 
 def runs(goals: tuple[Goal, ...], repeats: int, suite_out: Path, out: Path, profile: str, *, reuse: bool = False,
-         runner: Callable[..., dict[str, Any]] = run) -> dict[Goal, list[dict[str, Any]]]:
+         fresh: bool = False, runner: Callable[..., dict[str, Any]] = run) -> dict[Goal, list[dict[str, Any]]]:
     """Every goal's case `repeats` times, the goals taking turns; with `reuse`, a report already
-    in `out` is read instead of run again."""
+    in `out` is read instead of run again; with `fresh`, the suite's reports only give the
+    Poisson rates and every run is made here (the code changed since the suite ran)."""
     reports: dict[Goal, list[dict[str, Any]]] = {goal: [] for goal in goals}
     for repeat in range(1, repeats + 1):
         for goal in goals:
@@ -72,7 +74,7 @@ def runs(goals: tuple[Goal, ...], repeats: int, suite_out: Path, out: Path, prof
             if reuse and path.is_file():
                 reports[goal].append(json.loads(path.read_text()))
                 continue
-            if repeat == 1 and (kept := _suites_report(suite_out, goal)) is not None:
+            if repeat == 1 and not fresh and (kept := _suites_report(suite_out, goal)) is not None:
                 path.write_text(json.dumps(kept))
                 reports[goal].append(kept)
                 continue
@@ -155,10 +157,12 @@ def main() -> None:
     parser.add_argument("--validation", type=Path, help="check 1's summary.json (benchmarks/twin_validation.py)")
     parser.add_argument("--doc", type=Path, help="where the table goes once validated, between its twin_goals markers")
     parser.add_argument("--reuse", action="store_true", help="read the reports already in --out instead of running them")
+    parser.add_argument("--fresh", action="store_true",
+                        help="run every repeat here; the suite's reports give only the Poisson rates (after a code change)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     args.out.mkdir(parents=True, exist_ok=True)
-    reports = runs(GOALS, args.repeats, args.suite, args.out, args.profile, reuse=args.reuse)
+    reports = runs(GOALS, args.repeats, args.suite, args.out, args.profile, reuse=args.reuse, fresh=args.fresh)
     summaries = [summary(goal, reports[goal]) for goal in GOALS if reports[goal]]
     ok = validated(args.validation)
     text = markdown(summaries, load_profile(args.profile).label, ok)

@@ -88,3 +88,20 @@ def test_the_suites_report_of_the_same_case_is_the_first_run_and_no_other(tmp_pa
     s = summary(BATCH, reports[BATCH])
     assert (s["low"], s["high"]) == (1.6, 2.0)  # the suite's 8.0 s / 5.0 s, then the run's 2.0 s / 1.0 s
     assert goal_report(out, BATCH, 1).is_file()  # kept beside the goal's other runs
+
+
+def test_fresh_runs_take_only_the_rate_from_the_suite(tmp_path: Path) -> None:
+    """After a code change the suite's reports measured other code: `fresh` runs every repeat."""
+    suite, out = tmp_path / "suite", tmp_path / "goals"
+    suite.mkdir(), out.mkdir()
+    (suite / "advanced-rag-langchain-batch.json").write_text(json.dumps(report("batch", 20.0, 8.0, 5.0)))
+    ran = []
+
+    def runner(example: str, framework: str, mode: str, queries: int, profile: str, path: Path,
+               rate: float | None) -> dict:
+        ran.append((path.name, rate))
+        return report(mode, 2.0, 2.0, 1.0)
+
+    reports = runs((BATCH, POISSON), 1, suite, out, "h100-8b", fresh=True, runner=runner)
+    assert ran == [("advanced-rag-langchain-batch-32-1.json", None), ("advanced-rag-langchain-poisson-32-1.json", 4.0)]
+    assert summary(BATCH, reports[BATCH])["high"] == 2.0  # the run's own 2.0 s / 1.0 s, not the suite's
