@@ -4,6 +4,7 @@ goal's verdict is its median, and what the bound allows is said beside the targe
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from accel.benchmarks.twin_goals import Goal, goal_report, markdown, runs, summary
@@ -13,17 +14,27 @@ BATCH = Goal("advanced-rag", "langchain", "batch", 32, 1.3, "advanced RAG LangCh
 POISSON = Goal("advanced-rag", "langchain", "poisson", 32, 2.0, "advanced RAG LangChain, Poisson p95")
 
 
-def test_goals_take_turns_and_poisson_runs_at_the_suites_stock_rate(tmp_path: Path) -> None:
+def _suite_and_out(tmp_path: Path) -> tuple[Path, Path]:
+    """A suite holding stock-concurrent's batch run (32 queries in 8 s), and an empty goals folder."""
     suite, out = tmp_path / "suite", tmp_path / "goals"
     suite.mkdir(), out.mkdir()
     (suite / "advanced-rag-langchain-batch.json").write_text(json.dumps(report("batch", 20.0, 8.0, 5.0)))
-    ran = []
+    return suite, out
 
+
+def _runner(ran: list[tuple[str, str, float | None]]) -> Callable[..., dict]:
     def runner(example: str, framework: str, mode: str, queries: int, profile: str, path: Path,
                rate: float | None) -> dict:
         ran.append((mode, path.name, rate))
         return report(mode, 2.0, 2.0, 1.0)
 
+    return runner
+
+
+def test_goals_take_turns_and_poisson_runs_at_the_suites_stock_rate(tmp_path: Path) -> None:
+    suite, out = _suite_and_out(tmp_path)
+    ran: list[tuple[str, str, float | None]] = []
+    runner = _runner(ran)
     reports = runs((BATCH, POISSON), 2, suite, out, "h100-8b", runner=runner)
     assert ran == [("batch", "advanced-rag-langchain-batch-32-1.json", None),
                    ("poisson", "advanced-rag-langchain-poisson-32-1.json", 4.0),  # stock-concurrent's 32 / 8 s
@@ -92,16 +103,9 @@ def test_the_suites_report_of_the_same_case_is_the_first_run_and_no_other(tmp_pa
 
 def test_fresh_runs_take_only_the_rate_from_the_suite(tmp_path: Path) -> None:
     """After a code change the suite's reports measured other code: `fresh` runs every repeat."""
-    suite, out = tmp_path / "suite", tmp_path / "goals"
-    suite.mkdir(), out.mkdir()
-    (suite / "advanced-rag-langchain-batch.json").write_text(json.dumps(report("batch", 20.0, 8.0, 5.0)))
-    ran = []
-
-    def runner(example: str, framework: str, mode: str, queries: int, profile: str, path: Path,
-               rate: float | None) -> dict:
-        ran.append((path.name, rate))
-        return report(mode, 2.0, 2.0, 1.0)
-
-    reports = runs((BATCH, POISSON), 1, suite, out, "h100-8b", fresh=True, runner=runner)
-    assert ran == [("advanced-rag-langchain-batch-32-1.json", None), ("advanced-rag-langchain-poisson-32-1.json", 4.0)]
+    suite, out = _suite_and_out(tmp_path)
+    ran: list[tuple[str, str, float | None]] = []
+    reports = runs((BATCH, POISSON), 1, suite, out, "h100-8b", fresh=True, runner=_runner(ran))
+    assert ran == [("batch", "advanced-rag-langchain-batch-32-1.json", None),
+                   ("poisson", "advanced-rag-langchain-poisson-32-1.json", 4.0)]
     assert summary(BATCH, reports[BATCH])["high"] == 2.0  # the run's own 2.0 s / 1.0 s, not the suite's
