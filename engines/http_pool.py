@@ -10,7 +10,8 @@ was a third of the session loop's CPU (research graph, py-spy) and a request cos
 30 in flight against 0.65 ms alone. This is encode/httpcore#1035, open upstream.
 
 `LinearConnectionPool` plans in one walk, probes idle connections for expiry once per
-`SWEEP_EVERY_S` and otherwise only the one it is about to reuse, and fixes the two upstream bugs on the way:
+`SWEEP_EVERY_S` and otherwise only the one it is about to reuse, and fixes two upstream bugs on
+the way:
 - surplus idle connections are counted as idle ones (httpcore counted every connection, so past
   `max_keepalive_connections` it closed idle connections it should have kept, and reconnected);
 - an idle connection goes to one queued request per plan, not to each (the others woke, found
@@ -35,6 +36,8 @@ from .keepalive import client_limits
 
 log = logging.getLogger("accel.engines.http_pool")
 
+Connection = httpcore.AsyncConnectionInterface
+
 fallbacks: Counter[str] = Counter()
 """Clients left on httpcore's own pool, by reason."""
 
@@ -50,14 +53,14 @@ class LinearConnectionPool(httpcore.AsyncConnectionPool):
     _swept_at = -SWEEP_EVERY_S
     """When the plan last probed every idle connection for expiry."""
 
-    def _assign_requests_to_connections(self) -> list[httpcore.AsyncConnectionInterface]:
+    def _assign_requests_to_connections(self) -> list[Connection]:
         held = {id(request.connection) for request in self._requests if request.connection is not None}
-        closing: list[httpcore.AsyncConnectionInterface] = []
+        closing: list[Connection] = []
         now = time.monotonic()
         sweep = now - self._swept_at >= SWEEP_EVERY_S
         if sweep:
             self._swept_at = now
-        kept: list[httpcore.AsyncConnectionInterface] = []
+        kept: list[Connection] = []
         for connection in self._connections:
             if connection.is_closed():
                 continue
@@ -94,8 +97,8 @@ class LinearConnectionPool(httpcore.AsyncConnectionPool):
                 pool_request.assign_to_connection(connection)
         return closing
 
-    def _reusable(self, available: list[httpcore.AsyncConnectionInterface], free: list[httpcore.AsyncConnectionInterface],
-                  origin: httpcore.Origin, closing: list[httpcore.AsyncConnectionInterface]) -> httpcore.AsyncConnectionInterface | None:
+    def _reusable(self, available: list[Connection], free: list[Connection], origin: httpcore.Origin,
+                  closing: list[Connection]) -> Connection | None:
         """The first idle connection to `origin` that has not expired, taken out of `available`
         and `free`; expired ones met on the way are closed (the probe that a sweep skipped)."""
         for connection in list(available):
