@@ -101,9 +101,7 @@ class LinearConnectionPool(httpcore.AsyncConnectionPool):
                   closing: list[Connection]) -> Connection | None:
         """The first idle connection to `origin` that has not expired, taken out of `available`
         and `free`; expired ones met on the way are closed (the probe that a sweep skipped)."""
-        for connection in list(available):
-            if not connection.can_handle_request(origin):
-                continue
+        while (connection := next((c for c in available if c.can_handle_request(origin)), None)) is not None:
             available.remove(connection)
             free.remove(connection)
             if not connection.has_expired():
