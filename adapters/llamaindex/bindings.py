@@ -49,6 +49,8 @@ SBERT_RERANK = ("llama_index.core.postprocessor.sbert_rerank", "SentenceTransfor
 # chat API then generates up to the end of the context window instead.
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16
 _SAMPLING_KEYS = frozenset({"max_tokens", "temperature", "top_p", "stop", "seed"})
+_BODY_KEYS = frozenset({"model", "prompt", "messages", "stream", "stream_options", "priority", "request_id"})
+"""Request fields accel's OpenAI engine sets itself: an extra_body may not override them."""
 
 
 @dataclass(frozen=True)
@@ -68,9 +70,13 @@ def bind_llm(llm: Any) -> LLMBinding | Unbound:
         return Unbound(name, "an output parser or logprobs changes what predict() returns")
     kwargs = dict(llm._get_model_kwargs())
     kwargs.pop("model", None)
+    extra_body = kwargs.pop("extra_body", None) or {}
     unknown = sorted(set(kwargs) - _SAMPLING_KEYS)
     if unknown:
         return Unbound(name, f"sampling options {unknown} are not forwarded by accel's OpenAI engine")
+    refused = _extra_body_refused(extra_body, kwargs)
+    if refused:
+        return Unbound(name, refused)
     stop = kwargs.get("stop") or ()
     chat = bool(llm.metadata.is_chat_model)
     params = SamplingParams(
@@ -81,7 +87,7 @@ def bind_llm(llm: Any) -> LLMBinding | Unbound:
         seed=kwargs.get("seed"),
         # a client that sends no top_p leaves it to the server (the model's generation config):
         # accel sends null, which vLLM reads as absent, instead of overriding it with 1.0
-        extra={} if "top_p" in kwargs else {"top_p": None},
+        extra=({} if "top_p" in kwargs else {"top_p": None}) | extra_body,
     )
     return LLMBinding(
         engine=openai_server(str(llm.api_base), str(llm.model), llm.api_key or "EMPTY"),
@@ -89,6 +95,18 @@ def bind_llm(llm: Any) -> LLMBinding | Unbound:
         chat=chat,
         fill_max_tokens=chat and "max_tokens" not in kwargs,
     )
+
+
+def _extra_body_refused(extra_body: Any, kwargs: dict[str, Any]) -> str | None:
+    """Why an `extra_body` is not forwarded, or None. The openai SDK merges its fields into the
+    request body (vLLM's own options: ignore_eos, top_k, repetition_penalty, ...); accel's
+    engine sends them the same way, unless one would override a field the binding sets."""
+    if not isinstance(extra_body, dict) or not all(isinstance(k, str) for k in extra_body):
+        return "an extra_body that is not a dict of fields is not forwarded"
+    overriding = sorted(set(extra_body) & (_SAMPLING_KEYS | _BODY_KEYS | set(kwargs)))
+    if overriding:
+        return f"extra_body fields {overriding} override request fields accel sets"
+    return None
 
 
 # ---- embeddings ------------------------------------------------------------------------------

@@ -84,9 +84,15 @@ async def test_staggered_expansions_send_a_quarter_of_stocks_embedding_requests(
     stock_requests = embedding_requests(embed_proxy)
     wrapped = [accel.wrap(r) for r in retrievers]
     await asyncio.gather(*(w.aretrieve(q) for w, q in zip(wrapped, QUESTIONS, strict=True)))  # templates built
+    # the hold needs the expansions lowered (their extra_body forwarded), so that decode_pipeline
+    # maps each sub-retriever's embed over its expansion stream, whose items the embed waits for
+    assert "Decode(query lines, splittable" in wrapped[0].explain(), wrapped[0].explain()
     embedding_requests(embed_proxy)
+    llm_proxy.recorder.take()
     ours = await asyncio.gather(*(w.aretrieve(q) for w, q in zip(wrapped, QUESTIONS, strict=True)))
     ours_requests = embedding_requests(embed_proxy)
+    expansions = [r.body for r in llm_proxy.recorder.take() if r.path.endswith("/completions")]
+    assert len(expansions) == CONCURRENT and all(body.get("ignore_eos") is True for body in expansions)
     assert [li_nodes(n) for n in ours] == [li_nodes(n) for n in stock]
     assert sent_inputs(ours_requests) == sent_inputs(stock_requests)
     assert len(stock_requests) >= 2 * CONCURRENT  # the question and at least one generated query each

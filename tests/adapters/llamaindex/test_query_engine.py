@@ -12,7 +12,7 @@ import accel
 from accel.adapters.common.dropin import state_of
 from accel.adapters.llamaindex.query_engine import LoweredQuery
 
-from .conftest import QUESTIONS, llm_bodies
+from .conftest import QUESTIONS, llm_bodies, make_llm
 
 
 def lowered(fast: Any) -> LoweredQuery:
@@ -71,3 +71,33 @@ def test_explain_names_lowered_and_opaque(pg_index: Any, llm: Any) -> None:
     text = accel.wrap(pg_index.as_query_engine(llm=llm)).explain()
     assert "Embed" in text and "Search" in text and "Prefill/Decode" in text
     assert "opaque: none" in text
+
+
+@pytest.mark.engines
+def test_extra_body_fields_reach_the_server_as_top_level_fields(pg_index: Any, llm_proxy: Any, vllm_server: Any) -> None:
+    """`OpenAILike(additional_kwargs={"extra_body": ...})`: the openai SDK merges these fields
+    into the request body (vLLM's own options: top_k, repetition_penalty, ignore_eos); the
+    lowered LLM sends them the same way instead of leaving the LLM on the floor."""
+    llm = make_llm(llm_proxy, vllm_server, additional_kwargs={"extra_body": {"top_k": 1, "repetition_penalty": 1.2}})
+    engine = pg_index.as_query_engine(llm=llm, similarity_top_k=3)
+    assert "CompactAndRefine on OpenAILike -> Prefill/Decode" in accel.wrap(engine).explain()
+    compare(engine, llm_proxy, QUESTIONS[:1])
+    accel.wrap(engine).query(QUESTIONS[1])
+    answers = [r.body for r in llm_proxy.recorder.take() if r.path.endswith("/completions") and isinstance(r.body.get("prompt"), str)]
+    assert answers and all(b["top_k"] == 1 and b["repetition_penalty"] == 1.2 and "extra_body" not in b for b in answers)
+
+
+def test_extra_body_overriding_a_request_field_keeps_the_llm_on_the_floor() -> None:
+    from llama_index.llms.openai_like import OpenAILike
+
+    from accel.adapters.llamaindex.bindings import Unbound, bind_llm
+
+    def bound(extra_body: Any) -> Any:
+        return bind_llm(OpenAILike(model="m", api_base="http://127.0.0.1:1/v1", api_key="EMPTY", max_tokens=8,
+                                   additional_kwargs={"extra_body": extra_body}))
+
+    assert bound({"ignore_eos": True}).params.extra["ignore_eos"] is True
+    for field in ("max_tokens", "model", "prompt", "stream"):
+        refused = bound({field: 1})
+        assert isinstance(refused, Unbound) and f"extra_body fields ['{field}'] override" in refused.reason
+    assert isinstance(bound(["top_k"]), Unbound)
