@@ -26,6 +26,7 @@ from accel.engines.errors import EmptyBatch, EngineDied, EngineError, EngineUnav
 from accel.engines.http_pool import engine_client
 from accel.engines.keepalive import client_limits
 from accel.engines.llm.api_call import HOP_HEADERS, APICall, APIChunk, APIResponse
+from accel.engines.llm.local_tokenizer import LocalTokenizer
 
 _UNREACHABLE_REMEDY = "start the local stack with `accel up`, or point ACCEL_OPENAI_BASE_URL at a running server"
 _CONTEXT_MARKERS = ("maximum context length", "max_model_len", "context length")
@@ -64,6 +65,7 @@ class OpenAIServerEngine(LLMEngine):
         self._streams: dict[str, httpx.Response] = {}
         self._aborted: set[str] = set()
         self._memo = _Memo(MEMO_ENTRIES)
+        self._local: LocalTokenizer | None = None
         self.supports_priority = False
 
     @property
@@ -82,6 +84,8 @@ class OpenAIServerEngine(LLMEngine):
         self.max_model_len = int(info["max_model_len"])
         self.block_size = await self._server_block_size()
         self.supports_priority = await self._probe_priority()
+        if self._local is None:
+            self._local = await LocalTokenizer.verified(await self._model_root(), self._server_tokenize)
 
     async def _probe_priority(self) -> bool:
         """One 1-token request with a non-zero priority: accepted only by a server that
@@ -92,6 +96,16 @@ class OpenAIServerEngine(LLMEngine):
         except httpx.HTTPError:
             return False
         return response.status_code == 200
+
+    async def _model_root(self) -> str:
+        """Where the server loaded the model from: vLLM's `/v1/models` card names it `root`
+        (the served name is the directory's basename by default); the name itself otherwise."""
+        try:
+            response = await self._require().get(f"{self.base_url}/models")
+            cards = response.json().get("data", []) if response.status_code == 200 else []
+        except (httpx.HTTPError, ValueError):
+            return self.model
+        return next((str(c.get("root") or self.model) for c in cards if c.get("id") == self.model), self.model)
 
     async def _server_block_size(self) -> int:
         """The prefix cache's block size, from the server's `vllm:cache_config_info` metric
@@ -104,6 +118,9 @@ class OpenAIServerEngine(LLMEngine):
         return int(found.group(1)) if found else LLMEngine.block_size
 
     async def stop(self) -> None:
+        local, self._local = self._local, None
+        if local is not None:
+            local.close()
         client, self._client = self._client, None
         if client is not None:
             await client.aclose()
@@ -246,15 +263,22 @@ class OpenAIServerEngine(LLMEngine):
 
     async def tokenize(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
         """The server's token ids for `text`; remembered, since prefix warm-ups tokenize the
-        same static prompt heads for every query (a round trip each, on the server's API
-        process, otherwise)."""
+        same static prompt heads for every query. Computed in process by the model's own
+        tokenizer where it agreed with the server's at `start()` (`LocalTokenizer`), else a
+        round trip to the server's API process."""
         key = ("tokens", add_special_tokens, text)
         if (known := self._memo.get(key)) is not None:
             return list(known)
-        body = {"model": self.model, "prompt": text, "add_special_tokens": add_special_tokens}
-        tokens = list((await self._post_json(f"{self._server_root}/tokenize", body))["tokens"])
+        if self._local is not None:
+            tokens = await self._local.encode(text, add_special_tokens=add_special_tokens)
+        else:
+            tokens = await self._server_tokenize(text, add_special_tokens)
         self._memo.put(key, tokens)
         return list(tokens)
+
+    async def _server_tokenize(self, text: str, add_special_tokens: bool) -> list[int]:
+        body = {"model": self.model, "prompt": text, "add_special_tokens": add_special_tokens}
+        return list((await self._post_json(f"{self._server_root}/tokenize", body))["tokens"])
 
     async def render_chat(self, messages: list[dict[str, str]]) -> str:
         """The prompt the server's chat template makes of `messages` (remembered too)."""

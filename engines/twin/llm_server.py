@@ -57,6 +57,7 @@ class TwinLLMServer:
 
         self.profile = profile
         self.model = served_model_name
+        self.model_dir = str(model_dir)  # vLLM's model card names it `root`
         self.priority = priority
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
         special = set(self.tokenizer.all_special_ids)
@@ -297,7 +298,7 @@ class TwinLLMServer:
         return Response(status_code=200)
 
     async def _models(self, _: Request) -> Response:
-        card = {"id": self.model, "object": "model", "created": int(time.time()), "owned_by": "vllm", "root": self.model,
+        card = {"id": self.model, "object": "model", "created": int(time.time()), "owned_by": "vllm", "root": self.model_dir,
                 "parent": None, "max_model_len": self.profile.llm_config.max_model_len}
         return JSONResponse({"object": "list", "data": [card]})
 
