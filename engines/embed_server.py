@@ -26,6 +26,7 @@ import httpx
 
 from accel.engines.base import Engine, Health
 from accel.engines.errors import EmptyBatch, EngineUnavailable, InvalidRequest
+from accel.engines.http_pool import engine_client
 from accel.engines.keepalive import client_limits
 from accel.engines.llm.api_call import HOP_HEADERS, APICall, APIResponse
 
@@ -109,12 +110,8 @@ class EmbeddingServerEngine(Engine[APICall | ServerEmbedRequest, Any]):
 
     async def start(self) -> None:
         if self._client is None:
-            # httpcore's own pool, not `http_pool.engine_client`: how many staggered query embeds
-            # merge into one call still depends on how fast a call turns around (the stream hold
-            # is not registered for an embed made inside a mapped search), and the faster client
-            # made tests/adapters/test_server_stagger.py fail 2 runs of 4 under load
-            self._client = httpx.AsyncClient(timeout=self._timeout,
-                                             limits=client_limits(max_connections=None, max_keepalive_connections=32))
+            self._client = engine_client(timeout=self._timeout,
+                                         limits=client_limits(max_connections=None, max_keepalive_connections=32))
 
     async def stop(self) -> None:
         client, self._client = self._client, None
