@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
+import operator
 import random
 import re
 from collections.abc import Sequence
@@ -43,9 +44,21 @@ class OutputPlan:
         return self._vocab[self._rng.randrange(len(self._vocab))]
 
 
+VECTORS_REMEMBERED = 1024
+"""Texts whose vectors a twin keeps (about 12 KiB each): every query's rerank scores chunks of
+the same corpus, and a vector costs a few thousand Python operations. Computed per pair, a
+512-pair call took the twin 0.44 s of its own CPU where the H100 curve models 0.2 s, so the
+twin lagged behind the hardware it models and took the cores the app's process runs on."""
+
+
 def embedding(text: str, dimensions: int) -> list[float]:
     """A hashed bag of words projected to `dimensions` and normalised: texts that share words
     get close vectors, so a vector search over a twin's vectors ranks overlap first."""
+    return list(_embedding(text, dimensions))
+
+
+@functools.lru_cache(maxsize=VECTORS_REMEMBERED)
+def _embedding(text: str, dimensions: int) -> tuple[float, ...]:
     vector = [0.0] * dimensions
     for word in _WORD.findall(text.lower()):
         for slot, sign in _slots(word, dimensions):
@@ -53,8 +66,8 @@ def embedding(text: str, dimensions: int) -> list[float]:
     norm = math.sqrt(sum(v * v for v in vector))
     if norm == 0.0:
         vector[_seed("empty", text) % dimensions] = 1.0
-        return vector
-    return [v / norm for v in vector]
+        return tuple(vector)
+    return tuple(v / norm for v in vector)
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -66,5 +79,5 @@ def _slots(word: str, dimensions: int) -> tuple[tuple[int, float], ...]:
 
 def score(query: str, passage: str, dimensions: int = 384) -> float:
     """A relevance score in (0, 1): the logistic of the scaled cosine of the two embeddings."""
-    cosine = sum(a * b for a, b in zip(embedding(query, dimensions), embedding(passage, dimensions), strict=True))
+    cosine = sum(map(operator.mul, _embedding(query, dimensions), _embedding(passage, dimensions)))
     return 1.0 / (1.0 + math.exp(-8.0 * (cosine - 0.25)))

@@ -201,8 +201,10 @@ class TwinEncoderServer:
         return recorded if recorded is not None and len(recorded) == dimensions else embedding(text, dimensions)
 
     # ---- the API ----
-    def _tokens(self, text: str, pair: str | None = None) -> int:
-        return len(self.tokenizer.encode(text, pair).ids)
+    def _lengths(self, texts: list[str] | list[tuple[str, str]]) -> list[int]:
+        """Token counts of texts or (query, passage) pairs, in one batch (the tokenizer's own
+        threads, not one Python call per item)."""
+        return [len(encoding.ids) for encoding in self.tokenizer.encode_batch(texts)]
 
     def _fit(self, lengths: list[int], body: dict[str, Any]) -> list[int] | Response:
         """The lengths the server computes, or vLLM's answer to an input over `max_model_len`
@@ -232,7 +234,7 @@ class TwinEncoderServer:
         if texts is None:
             return _error("'input' must be a string, a list of strings, or token ids")
         dimensions = int(body.get("dimensions") or DIMENSIONS)
-        if isinstance(lengths := self._fit([self._tokens(text) for text in texts], body), Response):
+        if isinstance(lengths := self._fit(self._lengths(texts), body), Response):
             return lengths  # too long: vLLM's 400
         encode = body.get("encoding_format", "float") == "base64"
         data = []
@@ -251,7 +253,7 @@ class TwinEncoderServer:
         documents = [d.get("text") if isinstance(d, dict) else d for d in (documents or [])]
         if not isinstance(query, str) or not documents or not all(isinstance(d, str) for d in documents):
             return _error("rerank needs a string 'query' and a non-empty list of 'documents'")
-        if isinstance(lengths := self._fit([self._tokens(query, document) for document in documents], body), Response):
+        if isinstance(lengths := self._fit(self._lengths([(query, d) for d in documents]), body), Response):
             return lengths  # too long: vLLM's 400
         results = sorted(({"index": i, "document": {"text": d}, "relevance_score": self.replay.score(query, d, score)}
                           for i, d in enumerate(documents)), key=lambda r: -r["relevance_score"])
@@ -277,7 +279,7 @@ class TwinEncoderServer:
             left = left * len(right)
         if len(left) != len(right) or not right:
             return _error("text_1 must hold one text or as many as text_2")
-        if isinstance(lengths := self._fit([self._tokens(q, d) for q, d in zip(left, right, strict=True)], body), Response):
+        if isinstance(lengths := self._fit(self._lengths(list(zip(left, right, strict=True))), body), Response):
             return lengths  # too long: vLLM's 400
         data = [{"index": i, "object": "score", "score": self.replay.score(q, d, score)}
                 for i, (q, d) in enumerate(zip(left, right, strict=True))]
