@@ -42,9 +42,8 @@ class LocalTokenizer:
     """`tokenizers.Tokenizer` of a model directory; encoding runs on a thread of its own, off
     the event loop (a long prompt takes a few ms)."""
 
-    def __init__(self, tokenizer: Any, model: str) -> None:
+    def __init__(self, tokenizer: Any) -> None:
         self._tokenizer = tokenizer
-        self._model = model
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="accel-tokenize")
 
     @classmethod
@@ -57,7 +56,7 @@ class LocalTokenizer:
         from tokenizers import Tokenizer
 
         loop = asyncio.get_running_loop()
-        local = cls(await loop.run_in_executor(None, Tokenizer.from_file, str(path)), model)
+        local = cls(await loop.run_in_executor(None, Tokenizer.from_file, str(path)))
         for text in PROBES:
             for special in (True, False):
                 if await local.encode(text, add_special_tokens=special) != await server(text, special):

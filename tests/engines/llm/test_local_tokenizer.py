@@ -44,7 +44,7 @@ async def test_a_tokenizer_that_differs_from_the_servers_is_not_used(tiny_model:
 def _unverified(model: Path) -> LocalTokenizer:
     from tokenizers import Tokenizer
 
-    return LocalTokenizer(Tokenizer.from_file(str(model / "tokenizer.json")), str(model))
+    return LocalTokenizer(Tokenizer.from_file(str(model / "tokenizer.json")))
 
 
 @pytest.mark.engines
