@@ -9,7 +9,7 @@ Modes (all systems see the same questions in the same order):
 - poisson: queries arrive at seeded Poisson times; each is served on its own thread (one thread
   for the sequential system, so later queries queue); latency counts from arrival.
 
-Every measured window starts on a settled heap (`settle_heap`): the systems share one process,
+Every measured window runs on a settled heap (`settled_heap`): the systems share one process,
 and a full garbage collection over what earlier systems left paused whichever system ran when
 its threshold tripped (0.40 s, 0.6 s into a 3 s Poisson window, 2026-11-27).
 """
@@ -19,7 +19,8 @@ from __future__ import annotations
 import gc
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -120,15 +121,20 @@ def run_poisson(driver: Driver, app: Any, questions: Sequence[str], arrivals: Se
     return _record(run, results)
 
 
-def settle_heap() -> None:
-    """Collect everything, then freeze what survives, so that no collection inside the window
-    scans the objects that earlier systems and the setup left: a full collection of this
-    process's heap (stock and wrapped apps, models' Python objects) took up to 0.41 s. Objects
-    frozen by an earlier window are unfrozen first, so its garbage is collected here, outside
-    any window."""
-    gc.unfreeze()
+@contextmanager
+def settled_heap() -> Iterator[None]:
+    """A measured window on a settled heap: everything collected, then what survives frozen, so
+    that no collection inside the window scans the objects that earlier systems and the setup
+    left (a full collection of this process's heap, stock and wrapped apps and models' Python
+    objects, took up to 0.47 s). Unfrozen when the window ends: the next window's collection
+    frees what this one left, and nothing stays frozen at exit (extensions that check for
+    leaked objects at shutdown, triton's nanobind, would report the frozen ones)."""
     gc.collect()
     gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def _setup(system: System, apps: Apps, driver: Driver, run: SystemRun, before: Callable[[], None]) -> Any:
@@ -154,24 +160,24 @@ def run_rounds(systems: Sequence[System], apps: Apps, driver: Driver, questions:
     `clock`: injectable, so a test can run fake engines on a virtual clock."""
     runs = {s.name: SystemRun(s.name, "single") for s in systems}
     apps_of = {s.name: app for s in systems if (app := _setup(s, apps, driver, runs[s.name], before)) is not None}
-    settle_heap()
     ready = list(apps_of)
     busy = dict.fromkeys(ready, 0.0)
-    for i, question in enumerate(questions):
-        calls: list[float] | None = None
-        shift = i % len(ready) if ready else 0
-        for name in ready[shift:] + ready[:shift]:
-            before()
-            if name != timed:
-                result = _timed(driver, apps_of[name], question, clock)
-            else:
-                with driver.timing() as timer:
+    with settled_heap():
+        for i, question in enumerate(questions):
+            calls: list[float] | None = None
+            shift = i % len(ready) if ready else 0
+            for name in ready[shift:] + ready[:shift]:
+                before()
+                if name != timed:
                     result = _timed(driver, apps_of[name], question, clock)
-                runs[name].llm_calls.append(timer.durations())
-                calls = timer.durations() if result[2] is None else None
-            busy[name] += result[0]
-            _record(runs[name], [result])
-        after_round(i, calls)
+                else:
+                    with driver.timing() as timer:
+                        result = _timed(driver, apps_of[name], question, clock)
+                    runs[name].llm_calls.append(timer.durations())
+                    calls = timer.durations() if result[2] is None else None
+                busy[name] += result[0]
+                _record(runs[name], [result])
+            after_round(i, calls)
     for name in ready:
         runs[name].makespan_s = busy[name]  # its own queries' time: the rounds interleave the systems
     return runs
@@ -196,10 +202,10 @@ def run_system(
     app = _setup(system, apps, driver, run, before)
     if app is None:
         return run
-    settle_heap()
-    warmed()
-    if mode == "single":
-        return run_single(driver, app, questions, run)
-    if mode == "batch":
-        return run_batch(driver, app, questions, run, system, concurrency)
-    return run_poisson(driver, app, questions, arrivals, run, system, concurrency)
+    with settled_heap():
+        warmed()
+        if mode == "single":
+            return run_single(driver, app, questions, run)
+        if mode == "batch":
+            return run_batch(driver, app, questions, run, system, concurrency)
+        return run_poisson(driver, app, questions, arrivals, run, system, concurrency)
