@@ -202,9 +202,10 @@ class TwinEncoderServer:
 
     # ---- the API ----
     def _lengths(self, texts: list[str] | list[tuple[str, str]]) -> list[int]:
-        """Token counts of texts or (query, passage) pairs, in one batch (the tokenizer's own
-        threads, not one Python call per item)."""
-        return [len(encoding.ids) for encoding in self.tokenizer.encode_batch(texts)]
+        """Token counts of texts or (query, passage) pairs, one `encode` each: `encode_batch`
+        wakes the tokenizer's thread pool, which on a busy machine took longer than a small
+        call's modelled host time (tests/engines/twin/test_burn.py)."""
+        return [len(self.tokenizer.encode(*((text,) if isinstance(text, str) else text)).ids) for text in texts]
 
     def _fit(self, lengths: list[int], body: dict[str, Any]) -> list[int] | Response:
         """The lengths the server computes, or vLLM's answer to an input over `max_model_len`
