@@ -4,7 +4,6 @@ of the real run's, accel's speed-ups within ±0.1; and the real stack frozen whi
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ import pytest
 from accel.benchmarks.twin_validation import (CannotReset, check_reset, compare, drift, frozen, markdown,
                                               profile_decode_step_ms)
 from accel.engines.stack_home import home_tag
+from tests.stand_in_server import started_stand_in
 
 
 def report(stock: float, concurrent: float, accel: float, equal: float = 1.0) -> dict:
@@ -87,8 +87,8 @@ def _state(pid: int) -> str:
 
 
 def test_the_real_stack_is_stopped_while_the_twins_run_and_continued_after(tmp_path: Path) -> None:
-    server = subprocess.Popen(["sleep", "60"], env=home_tag(tmp_path), start_new_session=True)
-    try:  # Popen returns once exec succeeded: the tag is in /proc/<pid>/environ
+    server = started_stand_in(home_tag(tmp_path), 60)
+    try:
         with frozen(tmp_path) as stopped:
             assert stopped == [server.pid]
             _, status = os.waitpid(server.pid, os.WUNTRACED)  # until the kernel has stopped it

@@ -216,7 +216,9 @@ def test_down_stops_a_server_started_for_its_home_but_not_recorded(stack_env, tm
     from accel.engines.llm.server import group_members
     from accel.engines.stack_home import home_tag
 
-    stray = subprocess.Popen(["sleep", "600"], env=dict(stack_env, **home_tag(tmp_path)), start_new_session=True)
+    from tests.stand_in_server import started_stand_in
+
+    stray = started_stand_in(dict(stack_env, **home_tag(tmp_path)), 600)
     try:
         down = _run(["down"], dict(stack_env, ACCEL_HOME=str(tmp_path)))
         assert down.returncode == 0, down.stderr[-2000:]
