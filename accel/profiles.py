@@ -60,6 +60,11 @@ class MeasuredLimits:
     overheads: Mapping[str, float] = field(default_factory=dict)
     """Engine name -> seconds one call costs whatever it carries (`call_overhead`), for the
     engines whose profiles measured batch size 1."""
+    llm_batch: int | None = None
+    """The batch at which the LLM server's measured throughput peaked (the sweep stops once a
+    doubling gains under 10%); None: not profiled. Not the 10% knee the encoders use: a
+    continuous-batching server admits a waiting request as soon as another ends, so requests
+    held back below its peak only wait, without a batch of their own to shorten."""
 
     def for_engines(self, engines: Iterable[tuple[str, str]]) -> dict[str, int]:
         """Pass-context profiles for `(runtime name, engine name)` pairs: keys
@@ -128,6 +133,7 @@ def load(directory: Path | None = None) -> MeasuredLimits:
     seconds: dict[str, dict[str, float]] = {}
     overheads: dict[str, float] = {}
     spare: int | None = None
+    llm_batch: int | None = None
     for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
         try:
             profile = EngineProfile.load(path)
@@ -136,6 +142,7 @@ def load(directory: Path | None = None) -> MeasuredLimits:
             continue
         if profile.label.startswith("prompt"):
             spare = spare_batch(profile.points)
+            llm_batch = max(profile.points, key=lambda point: point.throughput).batch_size
         cls = input_class(profile.label)
         if cls is not None:
             saved.setdefault(profile.engine, {})[cls] = profile.max_efficient_batch
@@ -147,9 +154,9 @@ def load(directory: Path | None = None) -> MeasuredLimits:
                 overheads[profile.engine] = min(overhead, overheads.get(profile.engine, overhead))
     if saved:
         return MeasuredLimits(saved, f"measured on this machine ({directory})", seconds, spare or DEFAULT_LLM_SPARE,
-                              overheads)
+                              overheads, llm_batch)
     return MeasuredLimits(DEFAULTS, "documented defaults of the reference machine (no saved profile: run `accel profile`)",
-                          DEFAULT_SECONDS, spare or DEFAULT_LLM_SPARE)
+                          DEFAULT_SECONDS, spare or DEFAULT_LLM_SPARE, llm_batch=llm_batch)
 
 
 def spare_batch(points: Iterable[Any]) -> int | None:

@@ -221,7 +221,10 @@ class Session:
     def _sized(self, engine: Engine, limits: EngineLimits | None) -> EngineLimits | None:
         """Limits that size calls by duration get the engine's measured cost per request; an
         engine without a profile keeps its count cap (logged). A call's fixed cost, where the
-        limits hold calls for open streams, is the measured one too."""
+        limits hold calls for open streams, is the measured one too. An LLM keeps more requests
+        in flight than the default where its profile shows it still gaining past that many."""
+        if isinstance(engine, LLMEngine) and limits is not None:
+            return self._llm_sized(engine, limits)
         overhead = self._measured_limits().call_overhead(getattr(engine, "name", "")) if limits is not None else None
         if overhead is not None and limits.call_overhead_s:
             limits = dataclasses.replace(limits, call_overhead_s=overhead)
@@ -233,6 +236,19 @@ class Session:
                      getattr(engine, "name", engine), limits.max_batch_size)
             return limits
         return dataclasses.replace(limits, item_seconds=seconds)
+
+    def _llm_sized(self, engine: Engine, limits: EngineLimits) -> EngineLimits:
+        """The default in-flight cap (64, what every CPU measurement here ran with) stops an H100
+        short: its 8B decode still gains past 64 sequences a step, and vLLM runs up to 1,024
+        there. The profile's peak raises the cap; it never lowers it (a CPU's peak, 32, would
+        hold back requests for an ordering no measurement here showed paying), and a cap the
+        app set itself stays."""
+        measured = self._measured_limits().llm_batch
+        if measured is None or limits.max_inflight != EngineLimits().max_inflight or measured <= limits.max_inflight:
+            return limits
+        log.info("engine %s keeps up to %d requests in flight (its profile's peak throughput)",
+                 getattr(engine, "name", engine), measured)
+        return dataclasses.replace(limits, max_inflight=measured)
 
     # ---- engine calls of a run (a program) ----------------------------------------------
 

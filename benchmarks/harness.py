@@ -267,6 +267,15 @@ def _engines(stack: Any) -> dict[str, Any]:
     return engines
 
 
+def _engine_limits() -> dict[str, Any]:
+    """Where accel's engine limits came from: `accel profile`'s saved results in this home (a
+    twin's, when the bench runs on twins) or the reference machine's defaults."""
+    from accel import profiles
+
+    measured = profiles.load()
+    return {"source": measured.source, "llm_peak_batch": measured.llm_batch, "llm_spare": measured.llm_spare}
+
+
 def equality_reference(runs: dict[str, SystemRun]) -> SystemRun | None:
     """The answers every system is compared with: stock one query at a time, or, in a run that
     skips it (a 200-query batch would spend most of its time there), stock `batch` / gather."""
@@ -297,6 +306,7 @@ def _report(config: BenchConfig, questions: list[str], runs_at: list[dict[str, S
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "machine": machine(),
         "engines": _engines(stack),
+        "engine_limits": _engine_limits(),
         "prefix_cache_reset_between_systems": reset,
         "questions": questions,
         "equality_reference": next((name for name in (STOCK_SEQUENTIAL, STOCK_CONCURRENT) if name in runs_at[-1]), None),

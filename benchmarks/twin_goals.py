@@ -119,6 +119,7 @@ def summary(goal: Goal, reports: list[dict[str, Any]]) -> dict[str, Any]:
             "accel_over_bound": statistics.median(over) if over else None,
             "equal": min((r["equal"] for r in rows if r["equal"] is not None), default=None),
             "stock_lag_s": most("stock_lag_s"), "accel_lag_s": most("accel_lag_s"),
+            "limits": sorted({(r.get("engine_limits") or {}).get("source") or "not recorded" for r in reports}),
             "met": median is not None and median >= goal.speedup}
 
 
@@ -127,7 +128,9 @@ def markdown(summaries: list[dict[str, Any]], label: str, validated: bool) -> st
         return "n/a" if value is None else fmt.format(value)
 
     head = [] if validated else ["**NOT VALIDATED: validation check 1 has not passed; these numbers may not be reported.**", ""]
+    limits = sorted({source for s in summaries for source in s.get("limits", [])})
     lines = head + [f"Every number below is **{label}**. Medians over the runs; the range is the runs' lowest and highest.",
+                    f"accel's engine limits: {'; '.join(limits) or 'not recorded'}.",
                     "", "| goal | target | runs | speed-up, median | range | the bound allows | accel / bound | equal "
                     "| twin lag s, most (stock / accel) | met |",
                     "|---|---:|---:|---:|---|---:|---:|---:|---:|---|"]

@@ -113,11 +113,14 @@ async def profile_engine(
     tolerance: float = DEFAULT_TOLERANCE,
     progress: Progress | None = None,
     fresh: bool = False,
+    until_flat: bool = False,
 ) -> EngineProfile:
     """Time `engine.run(make_batch(n))` for each batch size: `warmup` untimed calls, then the
     fastest of `repeats` timed calls (as `timeit` does: other processes on the machine only
     ever add time, so the minimum is the least disturbed estimate of the engine's own cost).
-    Sizes are measured in increasing order."""
+    Sizes are measured in increasing order; `until_flat` stops after the first size that gains
+    less than `tolerance` over the one before, so one sweep reaches a GPU's large batches
+    without spending minutes on a CPU's (whose throughput flattens by batch 32)."""
     sizes = sorted(set(batch_sizes))
     if not sizes or sizes[0] < 1 or repeats < 1 or warmup < 0:
         raise InvalidRequest("profile", f"batch_sizes={batch_sizes}, repeats={repeats}, warmup={warmup}",
@@ -144,6 +147,10 @@ async def profile_engine(
                 progress.advance(task)
         latency = min(timings)
         points.append(ProfilePoint(size, size / latency, latency))
+        if until_flat and len(points) > 1 and points[-1].throughput < (1.0 + tolerance) * points[-2].throughput:
+            break
+    if task is not None and progress is not None:
+        progress.update(task, completed=len(sizes) * (warmup + repeats))
     return EngineProfile(engine.name, label, points, choose_max_efficient_batch(points, tolerance))
 
 

@@ -19,7 +19,9 @@ from accel.engines.profile import DEFAULT_BATCH_SIZES, EngineProfile, chunk_text
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-LLM_BATCH_SIZES = (1, 2, 4, 8, 16, 32)
+LLM_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+"""Swept until throughput flattens (a CPU's by 32; an H100's 8B decode still gains past 64),
+up to `accel profile --max-batch`."""
 SEQUENTIAL_VS_BATCHED = 16
 
 
@@ -103,7 +105,7 @@ async def profile_llm(batch_sizes: Sequence[int] = LLM_BATCH_SIZES, *, repeats: 
         engine = VLLMEngine(resolve_llm(cfg.llm_model, size=cfg.llm_size))
     async with engine:
         profile = await profile_engine(engine, requests, batch_sizes, label="prompt350-out32",
-                                       repeats=repeats, progress=progress, fresh=True)
+                                       repeats=repeats, progress=progress, fresh=True, until_flat=True)
         n = SEQUENTIAL_VS_BATCHED
         task = progress.add_task(f"{engine.name}: {n} one after another vs together", total=2 * repeats) if progress else None
         loop = asyncio.get_running_loop()

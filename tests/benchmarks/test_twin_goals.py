@@ -109,3 +109,11 @@ def test_fresh_runs_take_only_the_rate_from_the_suite(tmp_path: Path) -> None:
     assert ran == [("batch", "advanced-rag-langchain-batch-32-1.json", None),
                    ("poisson", "advanced-rag-langchain-poisson-32-1.json", 4.0)]
     assert summary(BATCH, reports[BATCH])["high"] == 2.0  # the run's own 2.0 s / 1.0 s, not the suite's
+
+
+def test_the_table_says_where_accel_s_engine_limits_came_from() -> None:
+    profiled = dict(report("batch", 20.0, 6.0, 4.0), engine_limits={"source": "measured on this machine (/h/profiles)"})
+    table = markdown([summary(BATCH, [profiled])], "simulated from measured H100 curves", validated=True)
+    assert "accel's engine limits: measured on this machine (/h/profiles)." in table
+    unrecorded = markdown([summary(BATCH, [report("batch", 20.0, 6.0, 4.0)])], "simulated", validated=True)
+    assert "accel's engine limits: not recorded." in unrecorded

@@ -75,3 +75,29 @@ def test_llm_spare_capacity_is_the_largest_batch_that_barely_slows_a_request():
     assert spare_batch(gpu_like) == 32
     assert spare_batch([ProfilePoint(2, 2.6, 0.779)]) is None
     assert load(Path("/nonexistent")).llm_spare == DEFAULT_LLM_SPARE
+
+
+def _save_llm(directory: Path, throughputs: dict[int, float]) -> None:
+    points = [ProfilePoint(n, t, n / t) for n, t in throughputs.items()]
+    EngineProfile("vllm-openai", "prompt350-out32", points, min(throughputs)).save(directory / "vllm-prompt.json")
+
+
+def test_an_llm_keeps_as_many_requests_in_flight_as_its_profile_s_peak(tmp_path: Path, monkeypatch) -> None:
+    """The twin h100-8b's sweep (2026-11-27, 16:25 UTC): throughput still grew 13% from 64 to
+    128, so 128 requests stay in flight; a CPU's peak at 32 keeps the default 64, and a cap the
+    app chose stays whatever the profile says."""
+    from accel.runtime.limits import EngineLimits
+    from accel.session import Session
+    from accel.testing.fakes import FakeLLMEngine
+
+    monkeypatch.setenv("ACCEL_HOME", str(tmp_path))
+    (tmp_path / "profiles").mkdir()
+    _save_llm(tmp_path / "profiles", {1: 3.2, 16: 30.5, 32: 43.6, 64: 56.0, 128: 63.3})
+    assert profiles.load(tmp_path / "profiles").llm_batch == 128
+    llm = FakeLLMEngine()
+    assert Session()._sized(llm, EngineLimits(use_priority=True)).max_inflight == 128
+    assert Session()._sized(llm, EngineLimits(max_inflight=8)).max_inflight == 8
+
+    _save_llm(tmp_path / "profiles", {1: 6.4, 16: 22.9, 32: 25.0})  # docs/profile.md, the tiny model on 2 cores
+    assert Session()._sized(llm, EngineLimits()).max_inflight == EngineLimits().max_inflight
+    assert profiles.load(Path("/nonexistent")).llm_batch is None

@@ -106,3 +106,37 @@ def test_runtime_limits_read_the_profile():
 
     profile = EngineProfile("emb", "query", points((1, 10), (32, 200)), 32)
     assert EngineLimits.from_profile(profile).max_batch_size == 32
+
+
+class _ClockedEngine:
+    """A fake engine (named so) whose calls take `seconds(batch size)` on a fake clock, so the
+    sweep's stopping rule is checked without timing anything real."""
+
+    name = "fake-clocked"
+
+    def __init__(self, seconds) -> None:
+        self.seconds, self.now, self.sizes = seconds, 0.0, []
+
+    async def start(self) -> None:
+        pass
+
+    async def run(self, batch):
+        self.now += self.seconds(len(batch))
+        self.sizes.append(len(batch))
+        return list(batch)
+
+
+async def test_a_sweep_until_flat_stops_after_the_first_doubling_that_gains_under_ten_percent(monkeypatch):
+    import types
+
+    import accel.engines.profile as profile_module
+
+    gpu_like = _ClockedEngine(lambda n: 0.01 if n <= 4 else 0.01 * n / 4 * 0.95)  # gains 5% past 4
+    monkeypatch.setattr(profile_module, "time", types.SimpleNamespace(perf_counter=lambda: gpu_like.now))
+    profile = await profile_engine(gpu_like, lambda n: list(range(n)), (1, 2, 4, 8, 16, 32), label="p",
+                                   repeats=1, warmup=0, until_flat=True)
+    assert [p.batch_size for p in profile.points] == [1, 2, 4, 8]  # 8 gained 5%: 16 and 32 never sent
+    assert gpu_like.sizes == [1, 2, 4, 8]
+    everything = await profile_engine(gpu_like, lambda n: list(range(n)), (1, 2, 4, 8, 16, 32), label="p",
+                                      repeats=1, warmup=0)
+    assert [p.batch_size for p in everything.points] == [1, 2, 4, 8, 16, 32]
