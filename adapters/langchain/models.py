@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from accel.adapters.common.bindings import EngineSpec, openai_server
+from accel.adapters.common.openai_fields import refused
 from accel.adapters.langchain.ops import sampling_params
 from accel.engines.base import SamplingParams
-
-_SHAPE_CHANGING = ("tools", "functions", "tool_choice", "function_call", "response_format", "parallel_tool_calls", "logprobs", "top_logprobs", "best_of", "echo", "suffix")
 
 
 @dataclass(frozen=True)
@@ -86,15 +85,6 @@ def _api_key(model: Any) -> str:
     return key.get_secret_value() if hasattr(key, "get_secret_value") else str(key or "EMPTY")
 
 
-def _reject(payload: dict[str, Any]) -> str | None:
-    used = [k for k in _SHAPE_CHANGING if payload.get(k) not in (None, False, [], 1 if k == "best_of" else None)]
-    if used:
-        return f"request uses {used}, which change the response shape"
-    if payload.get("n") not in (None, 1):
-        return "n > 1 completions per request"
-    return None
-
-
 def _bind_chat(model: Any, kwargs: dict[str, Any]) -> tuple[ModelBinding | None, str]:
     if not model.openai_api_base:
         return None, "no base_url: the model is a hosted API, not a local engine"
@@ -104,7 +94,7 @@ def _bind_chat(model: Any, kwargs: dict[str, Any]) -> tuple[ModelBinding | None,
         payload = model._get_request_payload([HumanMessage("x")], **kwargs)
     except (TypeError, ValueError) as err:
         return None, f"its request could not be built ahead of time ({err})"
-    reason = _reject(payload)
+    reason = refused(payload)
     if reason is not None:
         return None, reason
     spec = openai_server(model.openai_api_base, payload["model"], _api_key(model))
@@ -117,7 +107,7 @@ def _bind_completion(model: Any, kwargs: dict[str, Any]) -> tuple[ModelBinding |
     payload = {**model._invocation_params, **kwargs}
     if payload.get("max_tokens") == -1:
         return None, "max_tokens=-1 is resolved per prompt by the client"
-    reason = _reject(payload)
+    reason = refused(payload)
     if reason is not None:
         return None, reason
     spec = openai_server(model.openai_api_base, payload["model"], _api_key(model))

@@ -15,6 +15,7 @@ from typing import Any
 from accel.adapters.common.bindings import EngineSpec, embedder, libpq_dsn, openai_server, pgvector, reranker
 from accel.adapters.common.classes import is_exactly
 from accel.adapters.common.explain import lost_lowering
+from accel.adapters.common.openai_fields import refused
 from accel.adapters.common.server_encoders import embed_params, openai_embed_engine
 from accel.engines.base import SamplingParams, SearchHit, TableLayout, VectorQuery
 from accel.engines.embed_server import ServerEmbedRequest
@@ -62,7 +63,9 @@ class LLMBinding:
 
 
 def bind_llm(llm: Any) -> LLMBinding | Unbound:
-    """OpenAI / OpenAILike with an `api_base` (a vLLM server), non-streaming, text output."""
+    """OpenAI / OpenAILike with an `api_base` (a vLLM server), non-streaming, text output: the
+    request fields its client sends (`additional_kwargs` included) go unchanged, unless one
+    changes the response's shape (`accel.adapters.common.openai_fields`)."""
     name = _class_name(llm)
     if not is_exactly(llm, *OPENAI_LLMS) or not getattr(llm, "api_base", None):
         return Unbound(name, "only OpenAI / OpenAILike LLMs with api_base pointing at a vLLM server are lowered")
@@ -70,13 +73,13 @@ def bind_llm(llm: Any) -> LLMBinding | Unbound:
         return Unbound(name, "an output parser or logprobs changes what predict() returns")
     kwargs = dict(llm._get_model_kwargs())
     kwargs.pop("model", None)
+    reason = refused(kwargs)
+    if reason is not None:
+        return Unbound(name, reason)
     extra_body = kwargs.pop("extra_body", None) or {}
-    unknown = sorted(set(kwargs) - _SAMPLING_KEYS)
-    if unknown:
-        return Unbound(name, f"sampling options {unknown} are not forwarded by accel's OpenAI engine")
-    refused = _extra_body_refused(extra_body, kwargs)
-    if refused:
-        return Unbound(name, refused)
+    refused_body = _extra_body_refused(extra_body, kwargs)
+    if refused_body:
+        return Unbound(name, refused_body)
     stop = kwargs.get("stop") or ()
     chat = bool(llm.metadata.is_chat_model)
     params = SamplingParams(
@@ -86,8 +89,10 @@ def bind_llm(llm: Any) -> LLMBinding | Unbound:
         stop=(stop,) if isinstance(stop, str) else tuple(stop),
         seed=kwargs.get("seed"),
         # a client that sends no top_p leaves it to the server (the model's generation config):
-        # accel sends null, which vLLM reads as absent, instead of overriding it with 1.0
-        extra=({} if "top_p" in kwargs else {"top_p": None}) | extra_body,
+        # accel sends null, which vLLM reads as absent, instead of overriding it with 1.0;
+        # every other field the client sends (presence_penalty, logit_bias, user, ...) goes as is
+        extra=({} if "top_p" in kwargs else {"top_p": None})
+        | {k: v for k, v in kwargs.items() if k not in _SAMPLING_KEYS and v is not None} | extra_body,
     )
     return LLMBinding(
         engine=openai_server(str(llm.api_base), str(llm.model), llm.api_key or "EMPTY"),

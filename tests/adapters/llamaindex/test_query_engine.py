@@ -87,6 +87,46 @@ def test_extra_body_fields_reach_the_server_as_top_level_fields(pg_index: Any, l
     assert answers and all(b["top_k"] == 1 and b["repetition_penalty"] == 1.2 and "extra_body" not in b for b in answers)
 
 
+@pytest.mark.engines
+def test_other_openai_request_fields_are_sent_as_the_stock_client_sends_them(pg_index: Any, llm_proxy: Any,
+                                                                             vllm_server: Any) -> None:
+    """`additional_kwargs` the openai SDK sends as body fields (penalties, logit_bias, user)
+    once kept every LLM call of the app on the floor; the lowered LLM sends them unchanged."""
+    fields = {"presence_penalty": 0.5, "frequency_penalty": 0.3, "logit_bias": {"0": -100}, "user": "accel-test"}
+    llm = make_llm(llm_proxy, vllm_server, additional_kwargs=fields)
+    engine = pg_index.as_query_engine(llm=llm, similarity_top_k=3)
+    assert "CompactAndRefine on OpenAILike -> Prefill/Decode" in accel.wrap(engine).explain()
+    compare(engine, llm_proxy, QUESTIONS[:1])
+
+    def sent(query: Any) -> list[dict[str, Any]]:
+        query(QUESTIONS[1])
+        return [{k: r.body.get(k) for k in fields} for r in llm_proxy.recorder.take()
+                if r.path.endswith("/completions") and isinstance(r.body.get("prompt"), str)]
+
+    stock, ours = sent(engine.query), sent(accel.wrap(engine).query)
+    assert stock and ours == stock and all(body == fields for body in ours)
+
+
+def test_request_fields_accel_cannot_reproduce_keep_the_llm_on_the_floor() -> None:
+    from llama_index.llms.openai_like import OpenAILike
+
+    from accel.adapters.llamaindex.bindings import Unbound, bind_llm
+
+    def bound(**fields: Any) -> Any:
+        return bind_llm(OpenAILike(model="m", api_base="http://127.0.0.1:1/v1", api_key="EMPTY", max_tokens=8,
+                                   additional_kwargs=fields))
+
+    assert bound(presence_penalty=0.5, n=1).params.extra == {"top_p": None, "presence_penalty": 0.5, "n": 1}
+    for fields, says in (({"tools": [{"type": "function"}]}, "change the response shape"),
+                         ({"response_format": {"type": "json_object"}}, "change the response shape"),
+                         ({"echo": True}, "change the response shape"), ({"n": 2}, "n > 1"),
+                         ({"extra_headers": {"x": "1"}}, "not request fields"), ({"timeout": 5}, "not request fields")):
+        refused = bound(**fields)
+        assert isinstance(refused, Unbound) and says in refused.reason, fields
+    overriding = bound(presence_penalty=0.5, extra_body={"presence_penalty": 1.0})
+    assert isinstance(overriding, Unbound) and "['presence_penalty'] override" in overriding.reason
+
+
 def test_extra_body_overriding_a_request_field_keeps_the_llm_on_the_floor() -> None:
     from llama_index.llms.openai_like import OpenAILike
 
