@@ -10,12 +10,13 @@ from __future__ import annotations
 import subprocess
 import sys
 
-_SLEEPER = "import sys, time; print('running', flush=True); time.sleep(float(sys.argv[1]))"
+_WAITER = "import signal; print('running', flush=True); signal.pause()"
+"""Runs until a signal ends it (the tests kill it; SIGSTOP and SIGCONT leave it waiting)."""
 
 
-def started_stand_in(env: dict[str, str], seconds: float) -> subprocess.Popen[str]:
-    """A process group leader with exactly `env`, sleeping `seconds`, whose environment is readable."""
-    process = subprocess.Popen([sys.executable, "-c", _SLEEPER, str(seconds)], env=env, start_new_session=True,
+def started_stand_in(env: dict[str, str]) -> subprocess.Popen[str]:
+    """A process group leader with exactly `env`, whose environment is readable, running until killed."""
+    process = subprocess.Popen([sys.executable, "-c", _WAITER], env=env, start_new_session=True,
                                stdout=subprocess.PIPE, text=True)
     said = process.stdout.readline().strip()
     process.stdout.close()  # it says nothing more

@@ -87,7 +87,7 @@ def _state(pid: int) -> str:
 
 
 def test_the_real_stack_is_stopped_while_the_twins_run_and_continued_after(tmp_path: Path) -> None:
-    server = started_stand_in(home_tag(tmp_path), 60)
+    server = started_stand_in(home_tag(tmp_path))
     try:
         with frozen(tmp_path) as stopped:
             assert stopped == [server.pid]

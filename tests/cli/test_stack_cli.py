@@ -218,7 +218,7 @@ def test_down_stops_a_server_started_for_its_home_but_not_recorded(stack_env, tm
 
     from tests.stand_in_server import started_stand_in
 
-    stray = started_stand_in(dict(stack_env, **home_tag(tmp_path)), 600)
+    stray = started_stand_in(dict(stack_env, **home_tag(tmp_path)))
     try:
         down = _run(["down"], dict(stack_env, ACCEL_HOME=str(tmp_path)))
         assert down.returncode == 0, down.stderr[-2000:]
