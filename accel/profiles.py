@@ -101,6 +101,11 @@ class MeasuredLimits:
 
         return seconds
 
+    def first_profiled(self, names: Iterable[str]) -> str:
+        """The first of `names` with a measured profile; the first name when none has one."""
+        names = list(names)
+        return next((n for n in names if n in self.seconds or n in self.overheads), names[0] if names else "")
+
     def call_overhead(self, engine_name: str) -> float | None:
         """Measured seconds one call of this engine costs whatever it carries; None: not measured."""
         return self.overheads.get(engine_name)

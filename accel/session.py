@@ -215,22 +215,27 @@ class Session:
         engine = self._engines.get(name)
         if engine is None:
             raise EngineUnavailable(name, "the template names an engine this session does not hold", "register it with session.engine(...)")
-        await self._rt().add_engine(name, engine, self._sized(engine, self._limits[name]))
+        limits = self._limits[name]
+        names = await profile_names(engine) if limits is not None and not isinstance(engine, LLMEngine) else None
+        await self._rt().add_engine(name, engine, self._sized(engine, limits, names))
         await engine.start()
 
-    def _sized(self, engine: Engine, limits: EngineLimits | None) -> EngineLimits | None:
+    def _sized(self, engine: Engine, limits: EngineLimits | None, names: tuple[str, ...] | None = None) -> EngineLimits | None:
         """Limits that size calls by duration get the engine's measured cost per request; an
         engine without a profile keeps its count cap (logged). A call's fixed cost, where the
         limits hold calls for open streams, is the measured one too. An LLM keeps more requests
-        in flight than the default where its profile shows it still gaining past that many."""
+        in flight than the default where its profile shows it still gaining past that many.
+        `names`: what the engine's profile may be saved under (`profile_names`), first found wins."""
         if isinstance(engine, LLMEngine) and limits is not None:
             return self._llm_sized(engine, limits)
-        overhead = self._measured_limits().call_overhead(getattr(engine, "name", "")) if limits is not None else None
+        measured = self._measured_limits()
+        profiled = measured.first_profiled(names or (getattr(engine, "name", ""),))
+        overhead = measured.call_overhead(profiled) if limits is not None else None
         if overhead is not None and limits.call_overhead_s:
             limits = dataclasses.replace(limits, call_overhead_s=overhead)
         if limits is None or limits.max_call_s is None or limits.item_seconds is not None:
             return limits
-        seconds = self._measured_limits().item_seconds(getattr(engine, "name", ""))
+        seconds = measured.item_seconds(profiled)
         if seconds is None:
             log.info("engine %s has no measured profile: its calls are sized by count (%d)",
                      getattr(engine, "name", engine), limits.max_batch_size)
@@ -469,6 +474,13 @@ def _retrieve(task: asyncio.Task[None]) -> None:
     """Mark an attach task's failure as seen: the queries awaiting it re-raise it themselves."""
     if not task.cancelled():
         task.exception()
+
+
+async def profile_names(engine: Engine) -> tuple[str, ...]:
+    """What the engine's saved profile may be named (an encoder server's served model, then its
+    own name: `EmbeddingServerEngine.profile_names`); its own name for other engines."""
+    names = getattr(engine, "profile_names", None)
+    return tuple(await names()) if callable(names) else (getattr(engine, "name", ""),)
 
 
 def _engines_of(template: Template) -> set[str]:

@@ -87,6 +87,11 @@ def decode_vector(embedding: Any) -> list[float]:
     return embedding
 
 
+def model_profile_name(model: str) -> str:
+    """The engine name an embedding server's profile is saved under: its served model's."""
+    return f"embed-server:{model}"
+
+
 class EmbeddingServerEngine(Engine[APICall | ServerEmbedRequest, Any]):
     """`POST {base_url}/embeddings`, requests of many queries merged per compatible fields."""
 
@@ -226,6 +231,20 @@ class EmbeddingServerEngine(Engine[APICall | ServerEmbedRequest, Any]):
             raise EngineUnavailable(self.name, f"cannot reach {url} ({err})", _REMEDY) from err
         kept = tuple((k, v) for k, v in response.headers.multi_items() if k.lower() not in HOP_HEADERS)
         return APIResponse(response.status_code, kept, response.content)
+
+    async def profile_names(self) -> tuple[str, ...]:
+        """Names a saved profile of this server may carry: its served model's, which `accel
+        profile` saves under (a profile describes the model on its hardware and outlives the
+        port: twins and restarted servers come back on another), then its own (profiles saved
+        by URL before). One `GET /models`; the own name alone when that fails."""
+        try:
+            async with httpx.AsyncClient(timeout=self._timeout) as client:
+                response = await client.get(f"{self.base_url}/models", headers={"Authorization": f"Bearer {self._api_key}"})
+                response.raise_for_status()
+                model = str(response.json()["data"][0]["id"])
+        except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError):
+            return (self.name,)
+        return (model_profile_name(model), self.name)
 
     async def served_model(self) -> str:
         """The first model the server lists (`GET /models`)."""

@@ -270,14 +270,18 @@ async def profile_server_encoders(
     """Profile encoder servers (`accel up --encoders server`, or those named by URL) as the
     in-process encoders are profiled: the embedding server on query- and chunk-length texts,
     the rerank server on (query, chunk) pairs, each batch one request. The profiles carry the
-    server engines' names, which the session looks them up by to size their calls."""
-    from accel.engines.embed_server import EmbeddingServerEngine, ServerEmbedRequest
+    names the session looks them up by to size the servers' calls: the served model's, for the
+    embedding server (`EmbeddingServerEngine.profile_names`), and the rerank engine's, which
+    already names its model."""
+    from accel.engines.embed_server import EmbeddingServerEngine, ServerEmbedRequest, model_profile_name
     from accel.engines.rerank_server import RerankServerEngine
 
     profiles = []
     if embed_url:
         async with EmbeddingServerEngine(embed_url) as embedder:
-            params = (("encoding_format", "float"), ("model", await embedder.served_model()))
+            model = await embedder.served_model()
+            params = (("encoding_format", "float"), ("model", model))
+            embedder.name = model_profile_name(model)  # the profile outlives the server's port
 
             def texts(make: Callable[[int], list[str]]) -> Callable[[int], list[ServerEmbedRequest]]:
                 return lambda n: [ServerEmbedRequest(text, params) for text in make(n)]
