@@ -128,6 +128,10 @@ class LlamaIndexDriver:
 
     def __init__(self) -> None:
         self._loop = asyncio.new_event_loop()
+        self.loop_busy_s: float | None = None
+        """Wall seconds the driver's loop was not waiting for I/O during the last `batch`:
+        every conversation's own code (prompt packing, token counting, the SDK's request
+        building) runs on this one thread, so no system's batch can take less."""
 
     def close(self) -> None:
         self._loop.close()
@@ -165,7 +169,11 @@ class LlamaIndexDriver:
 
             return await asyncio.gather(*(one(q) for q in questions), return_exceptions=True)
 
-        return [r if isinstance(r, BaseException) else _text(r) for r in self._loop.run_until_complete(run_all())]
+        with _waiting(self._loop) as waited:
+            began = time.perf_counter()
+            results = self._loop.run_until_complete(run_all())
+            self.loop_busy_s = time.perf_counter() - began - waited()
+        return [r if isinstance(r, BaseException) else _text(r) for r in results]
 
     @contextmanager
     def timing(self) -> Iterator[LLMTimes]:
@@ -196,6 +204,31 @@ class LlamaIndexDriver:
             yield times
         finally:
             dispatcher.event_handlers.remove(handler)
+
+
+@contextmanager
+def _waiting(loop: asyncio.AbstractEventLoop) -> Iterator[Callable[[], float]]:
+    """Seconds `loop` spends in its selector (waiting for I/O or a timer) while the block runs;
+    yields a reader. A loop without a selector (not a selector loop) reads 0."""
+    selector = getattr(loop, "_selector", None)
+    waited = [0.0]
+    if selector is None:
+        yield lambda: 0.0
+        return
+    select = selector.select
+
+    def timed(timeout: float | None = None) -> Any:
+        began = time.perf_counter()
+        try:
+            return select(timeout)
+        finally:
+            waited[0] += time.perf_counter() - began
+
+    selector.select = timed
+    try:
+        yield lambda: waited[0]
+    finally:
+        del selector.select  # the instance attribute goes; the class's method is back
 
 
 def _is_chat_engine(app: Any) -> bool:

@@ -51,9 +51,11 @@ def sample(thread: threading.Thread | None = None, *, loop: bool = True) -> CpuS
 
 
 def per_query(before: CpuSample | None, after: CpuSample | None, queries: int, *,
-              in_process_encoders: bool) -> dict[str, Any] | None:
+              in_process_encoders: bool, app_loop_busy_s: float | None = None) -> dict[str, Any] | None:
     """CPU milliseconds per query between two samples, and the rate that saturates one
-    front-end; None without both samples or queries."""
+    front-end; None without both samples or queries. `app_loop_busy_s`: wall seconds the
+    app's own event loop ran code during the run (where the apps share one: LlamaIndex's
+    concurrent batch), a floor under that run's makespan that no engine speed lowers."""
     if before is None or after is None or queries <= 0:
         return None
     process_ms = 1000 * (after.process_s - before.process_s) / queries
@@ -65,4 +67,5 @@ def per_query(before: CpuSample | None, after: CpuSample | None, queries: int, *
         "loop_cpu_ms_per_query": None if loop_ms is None else round(loop_ms, 3),
         "saturates_at_qps": round(1000 / process_ms, 1) if process_ms > 0 else None,
         "includes_in_process_encoders": in_process_encoders,
+        "app_loop_busy_s": None if app_loop_busy_s is None else round(app_loop_busy_s, 3),
     }

@@ -239,7 +239,8 @@ def _counted_runs(config: BenchConfig, systems: list[Any], apps: Apps, driver: A
             if lag and lag[0] is not None and (lag_after := twin_run.lag_s(stack)) is not None:
                 run.twin_lag_s = lag_after - lag[0]  # this system's own: the run's total mixes every system's
             run.front_end = front_end.per_query(cpu[0] if cpu else None, cpu_after, len(workload.questions),
-                                                in_process_encoders=_in_process_encoders(stack))
+                                                in_process_encoders=_in_process_encoders(stack),
+                                                app_loop_busy_s=_app_loop_busy(driver, system, config.mode))
             run.prompt_cache = prompt_cache.delta(tokens, prompt_cache.counts(stack.openai_base_url))
             run.encoder_requests = encoder_requests.delta(counter, sent[0] if sent else None)
             runs.setdefault(system.name, []).append(run)
@@ -251,6 +252,14 @@ def _counted_runs(config: BenchConfig, systems: list[Any], apps: Apps, driver: A
                 progress(f"bound round {len(rounds) + 1}: stock's LLM calls, engine throughputs")
                 rounds.append(meter.round(len(rounds) % len(workload.questions)))
     return runs
+
+
+def _app_loop_busy(driver: Any, system: Any, mode: str) -> float | None:
+    """How long the app's own loop was busy in a concurrent batch (drivers whose apps share one
+    loop: LlamaIndex's `gather`), else None."""
+    if mode != "batch" or not system.concurrent:
+        return None
+    return getattr(driver, "loop_busy_s", None)
 
 
 def _in_process_encoders(stack: Any) -> bool:

@@ -284,6 +284,7 @@ def front_end_line(report: dict[str, Any]) -> str | None:
         f"{short[name]} {f['process_cpu_ms_per_query']:.1f}"
         + (f" (loop {f['loop_cpu_ms_per_query']:.1f})" if f.get("loop_cpu_ms_per_query") is not None else "")
         + (f", {f['saturates_at_qps']:.0f} q/s" if f.get("saturates_at_qps") else "")
+        + (f", app loop busy {f['app_loop_busy_s']:.2f} s" if f.get("app_loop_busy_s") is not None else "")
         for name, f in spent.items())
     encoders = " incl. in-process encoders" if any(f["includes_in_process_encoders"] for f in spent.values()) else ""
     return f"front-end CPU ms/query{encoders}, and one process's saturation: {shown}"

@@ -65,7 +65,7 @@ def test_without_a_loop_thread_or_samples() -> None:
     after = front_end.CpuSample(1.5, None, None)
     spent = front_end.per_query(before, after, 100, in_process_encoders=True)
     assert spent == {"process_cpu_ms_per_query": 5.0, "loop_cpu_ms_per_query": None,
-                     "saturates_at_qps": 200.0, "includes_in_process_encoders": True}
+                     "saturates_at_qps": 200.0, "includes_in_process_encoders": True, "app_loop_busy_s": None}
     assert front_end.per_query(None, after, 100, in_process_encoders=True) is None
     assert front_end.per_query(before, after, 0, in_process_encoders=True) is None
     # a loop thread that changed between the samples (a new session) is not compared
@@ -79,10 +79,41 @@ def test_the_report_line_names_each_system() -> None:
         "stock-sequential": {"front_end": {"process_cpu_ms_per_query": 4.0, "loop_cpu_ms_per_query": None,
                                            "saturates_at_qps": 250.0, "includes_in_process_encoders": False}},
         "accel-topology": {"front_end": {"process_cpu_ms_per_query": 5.0, "loop_cpu_ms_per_query": 2.0,
-                                         "saturates_at_qps": 200.0, "includes_in_process_encoders": False}},
+                                         "saturates_at_qps": 200.0, "includes_in_process_encoders": False,
+                                         "app_loop_busy_s": 1.234}},
         "llamadistpc": {"front_end": None},
     }}
     line = front_end_line(report)
     assert line is not None
-    assert "4.0, 250 q/s" in line and "5.0 (loop 2.0), 200 q/s" in line and "in-process" not in line
+    assert "4.0, 250 q/s" in line and "5.0 (loop 2.0), 200 q/s, app loop busy 1.23 s" in line and "in-process" not in line
     assert front_end_line({"systems": {"x": {}}}) is None
+
+
+def test_the_llamaindex_driver_counts_the_time_its_loop_runs_the_apps_code() -> None:
+    """Four queries each hold the driver's loop 50 ms (a busy wait, as prompt packing does),
+    then wait 300 ms on I/O side by side: the loop ran code >= 200 ms, and waited for most of
+    the 300."""
+    import asyncio
+
+    from accel.benchmarks.drivers import LlamaIndexDriver
+
+    class Answer:
+        response = "ok"
+
+    class App:
+        async def aquery(self, question: str) -> Answer:
+            end = time.perf_counter() + 0.05
+            while time.perf_counter() < end:
+                pass
+            await asyncio.sleep(0.3)
+            return Answer()
+
+    driver = LlamaIndexDriver()
+    try:
+        began = time.perf_counter()
+        assert driver.batch(App(), ["a", "b", "c", "d"], 4) == ["ok"] * 4
+        wall = time.perf_counter() - began
+        assert driver.loop_busy_s is not None and 0.2 <= driver.loop_busy_s <= wall - 0.2
+        assert not hasattr(driver._loop._selector, "__dict__") or "select" not in vars(driver._loop._selector)
+    finally:
+        driver.close()
