@@ -87,6 +87,9 @@ def decode_vector(embedding: Any) -> list[float]:
     return embedding
 
 
+PROFILE_LOOKUP_S = 5.0
+
+
 def model_profile_name(model: str) -> str:
     """The engine name an embedding server's profile is saved under: its served model's."""
     return f"embed-server:{model}"
@@ -236,9 +239,11 @@ class EmbeddingServerEngine(Engine[APICall | ServerEmbedRequest, Any]):
         """Names a saved profile of this server may carry: its served model's, which `accel
         profile` saves under (a profile describes the model on its hardware and outlives the
         port: twins and restarted servers come back on another), then its own (profiles saved
-        by URL before). One `GET /models`; the own name alone when that fails."""
+        by URL before). One `GET /models`, given `PROFILE_LOOKUP_S` (a lookup, not the
+        engine's work: a hung server fails its first real call, not this); the own name alone
+        when that fails."""
         try:
-            async with httpx.AsyncClient(timeout=self._timeout) as client:
+            async with httpx.AsyncClient(timeout=PROFILE_LOOKUP_S) as client:
                 response = await client.get(f"{self.base_url}/models", headers={"Authorization": f"Bearer {self._api_key}"})
                 response.raise_for_status()
                 model = str(response.json()["data"][0]["id"])
