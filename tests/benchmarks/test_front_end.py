@@ -91,8 +91,8 @@ def test_the_report_line_names_each_system() -> None:
 
 def test_the_llamaindex_driver_counts_the_time_its_loop_runs_the_apps_code() -> None:
     """Four queries each hold the driver's loop 50 ms (a busy wait, as prompt packing does),
-    then wait 300 ms on I/O side by side: the loop ran code >= 200 ms, and waited for most of
-    the 300."""
+    then wait 300 ms on a timer side by side: the loop ran code >= 200 ms, and waited for most
+    of the 300."""
     import asyncio
 
     from accel.benchmarks.drivers import LlamaIndexDriver
@@ -113,7 +113,9 @@ def test_the_llamaindex_driver_counts_the_time_its_loop_runs_the_apps_code() -> 
         began = time.perf_counter()
         assert driver.batch(App(), ["a", "b", "c", "d"], 4) == ["ok"] * 4
         wall = time.perf_counter() - began
-        assert driver.loop_busy_s is not None and 0.2 <= driver.loop_busy_s <= wall - 0.2
+        # the waits are what is measured (time in the selector), not coordination; 0.1 s of the
+        # ~0.3 s the loop idles is margin for a machine whose cores are all busy
+        assert driver.loop_busy_s is not None and 0.2 <= driver.loop_busy_s <= wall - 0.1
         assert not hasattr(driver._loop._selector, "__dict__") or "select" not in vars(driver._loop._selector)
     finally:
         driver.close()
