@@ -129,9 +129,10 @@ class LlamaIndexDriver:
     def __init__(self) -> None:
         self._loop = asyncio.new_event_loop()
         self.loop_busy_s: float | None = None
-        """Wall seconds the driver's loop was not waiting for I/O during the last `batch`:
-        every conversation's own code (prompt packing, token counting, the SDK's request
-        building) runs on this one thread, so no system's batch can take less."""
+        """Wall seconds the driver's loop was not waiting for I/O during the last `batch`
+        (its code, and the GIL it waited for): every conversation's own code (prompt packing,
+        token counting, the SDK's request building where accel does not take it over) runs on
+        this one thread, so that batch took at least this long."""
 
     def close(self) -> None:
         self._loop.close()
