@@ -1,7 +1,8 @@
 """The bound every mode reports, measured inside the run, and accel's distance from it.
 
 - single: the critical-path bound of a lone query (`lower_bound.py`), against mean latency;
-- batch: the capacity bound (`capacity_bound.py`), against the makespan;
+- batch: the capacity bound (`capacity_bound.py`), never below the longest query's own critical
+  path (every query timed alone in stock-sequential's run), against the makespan;
 - poisson: the capacity bound's per-query latencies for the run's arrivals, against p95.
 
 Bound rounds are interleaved with the systems' own (`Meter`): single mode measures one after
@@ -24,7 +25,7 @@ from . import metrics
 from .apps import ExampleSpec
 from .capacity_bound import EngineWork, capacity_bound, online_bound
 from .capacity_profile import CapacityProbe
-from .lower_bound import BoundRound, Clock, StepProbe, lower_bound, spread
+from .lower_bound import BoundRound, Clock, StepProbe, llm_path, lower_bound, spread
 from .runner import SystemRun
 from .spread import STATS, ratio_spread, samples
 
@@ -74,6 +75,9 @@ class Measured:
     mode: str
     queries: int
     arrivals: dict[float, Sequence[float]]  # Poisson: each rate's arrival offsets
+    lone_llm_calls: Sequence[Sequence[float]] = ()
+    """Batch: stock's LLM call durations of every query of the batch, each run alone
+    (stock-sequential's run, timed); empty where a query failed or stock-sequential did not run."""
 
     def key(self, r: Round) -> float:
         """The value a re-measured round must beat to replace the old one."""
@@ -87,13 +91,28 @@ class Measured:
             return lower_bound(self.spec, [r for r in done if isinstance(r, BoundRound)])
         caps = [r for r in done if isinstance(r, CapacityRound)]
         caps.sort(key=self.key)
-        out = {"critical_path": lower_bound(self.spec, [r.critical for r in caps]), "per_round_s": [self.key(r) for r in caps],
+        lone = self.lone(caps)
+        longest = lone["longest_s"] if lone else 0.0
+        out = {"critical_path": lower_bound(self.spec, [r.critical for r in caps]), "lone_queries": lone,
+               "per_round_s": [max(self.key(r), longest) for r in caps],
                "engines": [asdict(w) for w in caps[len(caps) // 2].work] if caps else []}
         if self.mode == "batch":
             return out | spread(out["per_round_s"])
         out["rates"] = {rate: [metrics.percentile(online_bound(r.work, arrivals, r.critical.value(self.spec)), 95) for r in caps]
                         for rate, arrivals in self.arrivals.items()}
         return out
+
+    def lone(self, caps: Sequence[CapacityRound]) -> dict[str, Any] | None:
+        """Batch: each query's own critical path (its lone LLM calls by level, plus the rounds'
+        median non-LLM steps). No batch ends before its longest query could alone; the rounds
+        time a few queries, and a batch's slowest (its longest answers) sets the makespan."""
+        calls = [c for c in self.lone_llm_calls if c]
+        if self.mode != "batch" or not calls or not caps:
+            return None
+        steps = statistics.median(sum(r.critical.steps.values()) for r in caps)
+        paths = [llm_path(c, self.spec.llm_levels(len(c))) + steps for c in calls]
+        return {"queries": len(paths), "longest_s": max(paths), "median_s": statistics.median(paths),
+                "steps_s": steps}
 
     def value(self, summary: dict[str, Any], rate: float | None = None) -> float | None:
         """The bound's headline: the systems' statistic over rounds (mean of a single run's

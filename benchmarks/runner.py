@@ -45,7 +45,7 @@ class SystemRun:
     errors: list[str] = field(default_factory=list)
     makespan_s: float | None = None
     setup_error: str | None = None
-    llm_calls: list[list[float]] = field(default_factory=list)  # per query: the run_rounds system timed for the bound
+    llm_calls: list[list[float]] = field(default_factory=list)  # per query: LLM call durations timed for the bound
     prompt_cache: dict[str, Any] | None = None  # the server's prompt / cached tokens during the run
     encoder_requests: dict[str, int] | None = None  # HTTP requests to each encoder server, warm-up excluded
     front_end: dict[str, Any] | None = None  # this process's CPU time per query (benchmarks/front_end.py)
@@ -87,9 +87,15 @@ def run_single(driver: Driver, app: Any, questions: Sequence[str], run: SystemRu
 
 
 def run_batch(driver: Driver, app: Any, questions: Sequence[str], run: SystemRun, system: System, concurrency: int) -> SystemRun:
+    """A concurrent system's batch; a sequential one's queries one by one, each query's LLM
+    calls timed (`run.llm_calls`: every query's lone critical path, for the batch bound)."""
     start = time.perf_counter()
     if not system.concurrent:
-        results = [_timed(driver, app, q) for q in questions]
+        results = []
+        for q in questions:
+            with driver.timing() as timer:
+                results.append(_timed(driver, app, q))
+            run.llm_calls.append(timer.durations() if results[-1][2] is None else [])
         run.makespan_s = time.perf_counter() - start
         return _record(run, results)
     outs = driver.batch(app, questions, concurrency)

@@ -107,3 +107,27 @@ def test_a_capacity_round_passes_the_query_widest_llm_level_to_the_probe() -> No
         meter = bounds.Meter(spec, lambda i: [0.5] * 5, Steps(), Probe())  # type: ignore[arg-type]
         meter.round(0)
         assert asked[-1] == (pytest.approx(2.5), width)
+
+
+def test_a_batch_never_ends_before_its_longest_query_could_alone() -> None:
+    """The rounds time two queries (0.3 s of LLM each, under the batch's capacity); stock's lone
+    run of every query shows one whose two dependent calls take 2.5 s: the bound is that query's
+    path, plus the rounds' non-LLM steps. A failed query (no calls) counts for nothing."""
+    from accel.benchmarks import bounds
+    from accel.benchmarks.apps import ExampleSpec, sequential
+    from accel.benchmarks.capacity_bound import capacity_bound as capacity
+    from accel.benchmarks.lower_bound import BoundRound
+
+    spec = ExampleSpec("fake", {}, "two dependent LLM calls", llm_levels=sequential, embed_batch=3)
+    work = [EngineWork("embed", 3, "texts", 30.0, 8), EngineWork("llm", 0.3, "batch-1 s", 3.0, 16)]
+    rounds = [bounds.CapacityRound(BoundRound(q, (0.1, 0.2), {"embed x3": 0.05}), work) for q in (0, 1)]
+    alone = [[0.1, 0.2], [1.0, 1.5], [], [0.2, 0.2]]
+    lone = bounds.Measured(spec, "batch", 4, {}, alone).summary(rounds)
+    assert capacity(work, 4, 0.35)["makespan_s"] == pytest.approx(0.8)  # what the rounds alone allow
+    assert lone["lone_queries"] == {"queries": 3, "longest_s": pytest.approx(2.55), "median_s": pytest.approx(0.45),
+                                    "steps_s": pytest.approx(0.05)}
+    assert lone["median_s"] == pytest.approx(2.55)
+    without = bounds.Measured(spec, "batch", 4, {}).summary(rounds)
+    assert without["lone_queries"] is None and without["median_s"] == pytest.approx(0.8)
+    poisson = bounds.Measured(spec, "poisson", 4, {1.0: [0.0] * 4}, alone).summary(rounds)
+    assert poisson["lone_queries"] is None  # arrivals spread out: each query's own path is in online_bound
