@@ -208,9 +208,10 @@ class LlamaIndexDriver:
 
 
 @contextmanager
-def _waiting(loop: asyncio.AbstractEventLoop) -> Iterator[Callable[[], float]]:
+def _waiting(loop: asyncio.AbstractEventLoop, clock: Callable[[], float] = time.perf_counter) -> Iterator[Callable[[], float]]:
     """Seconds `loop` spends in its selector (waiting for I/O or a timer) while the block runs;
-    yields a reader. A loop without a selector (not a selector loop) reads 0."""
+    yields a reader. A loop without a selector (not a selector loop) reads 0. `clock` is
+    injectable, so a test can drive a fake selector on a virtual clock."""
     selector = getattr(loop, "_selector", None)
     waited = [0.0]
     if selector is None:
@@ -219,11 +220,11 @@ def _waiting(loop: asyncio.AbstractEventLoop) -> Iterator[Callable[[], float]]:
     select = selector.select
 
     def timed(timeout: float | None = None) -> Any:
-        began = time.perf_counter()
+        began = clock()
         try:
             return select(timeout)
         finally:
-            waited[0] += time.perf_counter() - began
+            waited[0] += clock() - began
 
     selector.select = timed
     try:
