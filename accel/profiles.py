@@ -65,6 +65,9 @@ class MeasuredLimits:
     doubling gains under 10%); None: not profiled. Not the 10% knee the encoders use: a
     continuous-batching server admits a waiting request as soon as another ends, so requests
     held back below its peak only wait, without a batch of their own to shorten."""
+    busy: tuple[str, ...] = ()
+    """The saved profiles measured while other processes took the machine's cores, each as
+    "<engine>/<label> (<cores> cores busy)": their figures read slow (`engines/machine_load`)."""
 
     def for_engines(self, engines: Iterable[tuple[str, str]]) -> dict[str, int]:
         """Pass-context profiles for `(runtime name, engine name)` pairs: keys
@@ -139,12 +142,17 @@ def load(directory: Path | None = None) -> MeasuredLimits:
     overheads: dict[str, float] = {}
     spare: int | None = None
     llm_batch: int | None = None
+    when: list[str] = []
+    busy: list[str] = []
     for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
         try:
             profile = EngineProfile.load(path)
         except Exception as err:  # noqa: BLE001 - a broken file is reported, the rest still count
             log.warning("accel.profiles: ignoring %s (%s)", path, err)
             continue
+        when += [profile.measured_at] if profile.measured_at else []
+        if profile.busy:
+            busy.append(f"{profile.engine}/{profile.label} ({profile.busy_cores:.1f} cores busy)")
         if profile.label.startswith("prompt"):
             spare = spare_batch(profile.points)
             llm_batch = max(profile.points, key=lambda point: point.throughput).batch_size
@@ -157,11 +165,24 @@ def load(directory: Path | None = None) -> MeasuredLimits:
             overhead = call_overhead(profile.points, profile.max_efficient_batch)
             if overhead is not None:  # the engine's cheapest class: a call costs at least this
                 overheads[profile.engine] = min(overhead, overheads.get(profile.engine, overhead))
+    if busy:
+        log.warning("accel.profiles: %d profile(s) in %s were measured on a busy machine and read slow (%s); "
+                    "run `accel profile` again on a quiet machine", len(busy), directory, ", ".join(busy))
     if saved:
-        return MeasuredLimits(saved, f"measured on this machine ({directory})", seconds, spare or DEFAULT_LLM_SPARE,
-                              overheads, llm_batch)
+        return MeasuredLimits(saved, _measured_source(directory, when, busy), seconds, spare or DEFAULT_LLM_SPARE,
+                              overheads, llm_batch, tuple(busy))
     return MeasuredLimits(DEFAULTS, "documented defaults of the reference machine (no saved profile: run `accel profile`)",
                           DEFAULT_SECONDS, spare or DEFAULT_LLM_SPARE, llm_batch=llm_batch)
+
+
+def _measured_source(directory: Path, when: list[str], busy: list[str]) -> str:
+    """Where saved limits come from, when they were measured, and which read slow."""
+    dated = f", profiled {min(when)} to {max(when)}" if when else ""
+    source = f"measured on this machine ({directory}{dated})"
+    if busy:
+        source += (f"; {len(busy)} profile(s) measured while other processes took the machine's cores, which "
+                   f"read slow: {', '.join(busy)} (run `accel profile` again on a quiet machine)")
+    return source
 
 
 def spare_batch(points: Iterable[Any]) -> int | None:

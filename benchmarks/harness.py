@@ -283,7 +283,8 @@ def _engine_limits() -> dict[str, Any]:
     from accel import profiles
 
     measured = profiles.load()
-    return {"source": measured.source, "llm_peak_batch": measured.llm_batch, "llm_spare": measured.llm_spare}
+    return {"source": measured.source, "llm_peak_batch": measured.llm_batch, "llm_spare": measured.llm_spare,
+            "busy_profiles": list(measured.busy)}
 
 
 def equality_reference(runs: dict[str, SystemRun]) -> SystemRun | None:

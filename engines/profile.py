@@ -14,23 +14,29 @@ import asyncio
 import bisect
 import functools
 import json
+import logging
 import os
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from accel.config import settings
+from accel.engines import machine_load
 from accel.engines.base import Engine
 from accel.engines.errors import InvalidRequest
+from accel.engines.machine_load import MachineLoad
 
 if TYPE_CHECKING:
     from rich.progress import Progress
 
 DEFAULT_BATCH_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128)
 DEFAULT_TOLERANCE = 0.10
+
+log = logging.getLogger("accel.engines.profile")
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,16 @@ class EngineProfile:
     label: str
     points: list[ProfilePoint]
     max_efficient_batch: int
+    measured_at: str | None = None
+    """When the sweep ran (UTC, ISO 8601); None in profiles saved before it was recorded."""
+    busy_cores: float | None = None
+    """The most CPU other processes used just before and just after the sweep, in cores
+    (`machine_load`); None: not measured."""
+
+    @property
+    def busy(self) -> bool:
+        """Measured while other work took the machine's cores: its figures read slow."""
+        return self.busy_cores is not None and self.busy_cores > machine_load.QUIET_BUSY_CORES
 
     @property
     def speedup(self) -> float:
@@ -82,7 +98,9 @@ class EngineProfile:
         try:
             data = json.loads(Path(path).read_text())
             points = [ProfilePoint(**point) for point in data["points"]]
-            return cls(data["engine"], data["label"], points, int(data["max_efficient_batch"]))
+            busy = data.get("busy_cores")
+            return cls(data["engine"], data["label"], points, int(data["max_efficient_batch"]),
+                       data.get("measured_at"), None if busy is None else float(busy))
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise InvalidRequest(
                 "profile", f"{path} is not a readable engine profile ({type(err).__name__}: {err})",
@@ -114,13 +132,17 @@ async def profile_engine(
     progress: Progress | None = None,
     fresh: bool = False,
     until_flat: bool = False,
+    load_probe: Callable[[], Awaitable[MachineLoad | None]] | None = machine_load.measure,
 ) -> EngineProfile:
     """Time `engine.run(make_batch(n))` for each batch size: `warmup` untimed calls, then the
     fastest of `repeats` timed calls (as `timeit` does: other processes on the machine only
     ever add time, so the minimum is the least disturbed estimate of the engine's own cost).
     Sizes are measured in increasing order; `until_flat` stops after the first size that gains
     less than `tolerance` over the one before, so one sweep reaches a GPU's large batches
-    without spending minutes on a CPU's (whose throughput flattens by batch 32)."""
+    without spending minutes on a CPU's (whose throughput flattens by batch 32).
+
+    `load_probe` measures the other processes' CPU while the engine is idle, before and after
+    the sweep; the profile records the larger, and a busy machine is logged (None: skip)."""
     sizes = sorted(set(batch_sizes))
     if not sizes or sizes[0] < 1 or repeats < 1 or warmup < 0:
         raise InvalidRequest("profile", f"batch_sizes={batch_sizes}, repeats={repeats}, warmup={warmup}",
@@ -129,6 +151,8 @@ async def profile_engine(
     if progress is not None:
         task = progress.add_task(f"{engine.name}/{label}", total=len(sizes) * (warmup + repeats))
     await engine.start()
+    measured_at = datetime.now(UTC).isoformat(timespec="seconds")
+    loads = [await load_probe()] if load_probe is not None else []
     points = []
     for size in sizes:
         batch = make_batch(size)
@@ -151,7 +175,16 @@ async def profile_engine(
             break
     if task is not None and progress is not None:
         progress.update(task, completed=len(sizes) * (warmup + repeats))
-    return EngineProfile(engine.name, label, points, choose_max_efficient_batch(points, tolerance))
+    if load_probe is not None:
+        loads.append(await load_probe())
+    measured = [load for load in loads if load is not None]
+    busiest = max(measured, key=lambda load: load.busy_cores) if measured else None
+    if busiest is not None and not busiest.quiet:
+        log.warning("%s/%s was profiled while %s: its figures read slower than the engine is, and accel "
+                    "sizes its calls from them; run `accel profile` again on a quiet machine",
+                    engine.name, label, busiest.describe())
+    return EngineProfile(engine.name, label, points, choose_max_efficient_batch(points, tolerance), measured_at,
+                         None if busiest is None else round(busiest.busy_cores, 2))
 
 
 def load_max_batches(directory: Path | None = None) -> dict[str, int]:

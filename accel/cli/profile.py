@@ -29,15 +29,21 @@ def profile(
     repeats: int = typer.Option(3, help="Timed runs per batch size (the fastest is kept)."),
     max_batch: int = typer.Option(128, "--max-batch", min=1,
                                   help="Largest batch size swept (a quick look: smaller; 128 by default)."),
+    require_quiet: bool = typer.Option(
+        False, "--require-quiet",
+        help="Save nothing and exit 1 if another process took over half a core around any sweep."),
     verbose: bool = quiet.VERBOSE,
 ) -> None:
-    """Measure each engine's throughput vs batch size and choose its max efficient batch."""
+    """Measure each engine's throughput vs batch size and choose its max efficient batch.
+
+    Other processes' CPU is measured around each sweep and saved with its profile: a profile
+    measured beside other work reads slow, and accel sizes its calls from it."""
     quiet.configure(verbose)
     unknown = set(engines) - set(ENGINES)
     if unknown:
         raise typer.BadParameter(f"unknown engines {sorted(unknown)}; choose from {ENGINES}")
     with Progress(console=console) as progress:
-        report = asyncio.run(_profile_all(engines, repeats, max_batch, progress))
+        report = asyncio.run(_profile_all(engines, repeats, max_batch, progress, require_quiet))
     if as_json:
         print_json(report)
     else:
@@ -49,6 +55,15 @@ def profile(
     if markdown is not None:
         markdown.write_text(_markdown(report))
         console.print(f"wrote {markdown}")
+    busy = [p for p in report["profiles"] if p["busy"]]
+    for p in busy:
+        console.print(f"[yellow]{p['engine']}/{p['label']}: measured while other processes used "
+                      f"{p['busy_cores']:.1f} cores; its figures read slow[/yellow]")
+    if busy:
+        console.print("[yellow]Run `accel profile` again when nothing else runs on this machine"
+                      + (" (nothing was saved: --require-quiet)" if require_quiet else "") + ".[/yellow]")
+        if require_quiet:
+            raise typer.Exit(1)
 
 
 def swept(sizes: tuple[int, ...], max_batch: int) -> tuple[int, ...]:
@@ -56,7 +71,8 @@ def swept(sizes: tuple[int, ...], max_batch: int) -> tuple[int, ...]:
     return tuple(size for size in sizes if size <= max_batch) or (1,)
 
 
-async def _profile_all(engines: list[str], repeats: int, max_batch: int, progress: Progress) -> dict:
+async def _profile_all(engines: list[str], repeats: int, max_batch: int, progress: Progress,
+                       require_quiet: bool = False) -> dict:
     from accel.engines import profile_sweeps as sweeps
     from accel.engines.profile import DEFAULT_BATCH_SIZES
 
@@ -76,8 +92,9 @@ async def _profile_all(engines: list[str], repeats: int, max_batch: int, progres
                                                            progress=progress)
         profiles.append(llm_profile)
         report["llm_sequential_vs_batched"] = comparison
-    for p in profiles:
-        p.save()
+    if not (require_quiet and any(p.busy for p in profiles)):
+        for p in profiles:
+            p.save()
     report["profiles"] = [_profile_json(p) for p in profiles]
     return report
 
@@ -88,6 +105,9 @@ def _profile_json(p) -> dict:
         "label": p.label,
         "max_efficient_batch": p.max_efficient_batch,
         "speedup_vs_batch_1": p.speedup,
+        "measured_at": p.measured_at,
+        "busy_cores": p.busy_cores,
+        "busy": p.busy,
         "points": [{"batch_size": q.batch_size, "throughput": q.throughput, "latency_s": q.latency_s} for q in p.points],
     }
 
@@ -116,12 +136,15 @@ async def _profile_servers(engines: list[str], repeats: int, sizes: tuple[int, .
 
 
 def _table(report: dict) -> Table:
-    table = Table("engine", "input", "batch", "items/s", "latency s", "max efficient", "speedup vs 1")
+    table = Table("engine", "input", "batch", "items/s", "latency s", "max efficient", "speedup vs 1",
+                  "other CPU, cores")
     for p in report["profiles"]:
-        for q in p["points"]:
+        for i, q in enumerate(p["points"]):
             mark = q["batch_size"] == p["max_efficient_batch"]
+            other = "" if i or p["busy_cores"] is None else f"{p['busy_cores']:.1f}" + (" busy" if p["busy"] else "")
             table.add_row(p["engine"], p["label"], str(q["batch_size"]), f"{q['throughput']:.1f}",
-                          f"{q['latency_s']:.3f}", "*" if mark else "", f"{p['speedup_vs_batch_1']:.1f}x" if mark else "")
+                          f"{q['latency_s']:.3f}", "*" if mark else "", f"{p['speedup_vs_batch_1']:.1f}x" if mark else "",
+                          other)
     return table
 
 
