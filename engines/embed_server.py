@@ -243,7 +243,7 @@ class EmbeddingServerEngine(Engine[APICall | ServerEmbedRequest, Any]):
         engine's work: a hung server fails its first real call, not this); the own name alone
         when that fails."""
         try:
-            async with httpx.AsyncClient(timeout=PROFILE_LOOKUP_S) as client:
+            async with engine_client(timeout=PROFILE_LOOKUP_S) as client:
                 response = await client.get(f"{self.base_url}/models", headers={"Authorization": f"Bearer {self._api_key}"})
                 response.raise_for_status()
                 model = str(response.json()["data"][0]["id"])

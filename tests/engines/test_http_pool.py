@@ -197,3 +197,16 @@ def test_a_proxied_transport_keeps_httpcores_pool_and_counts_it() -> None:
     transport = EngineTransport(proxy="http://127.0.0.1:9")
     assert not isinstance(transport._pool, LinearConnectionPool)
     assert http_pool.fallbacks["proxy"] == before + 1
+
+
+def test_engine_clients_share_one_verifying_tls_context() -> None:
+    """Building a TLS context loads the CA bundle (~50 ms of CPU): engine clients, made on the
+    event loop when an engine attaches, share one, and it still verifies servers."""
+    import ssl
+
+    from accel.engines.http_pool import engine_client, tls_context
+
+    first, second = engine_client(), engine_client()
+    contexts = {id(client._transport._pool._ssl_context) for client in (first, second)}  # noqa: SLF001
+    assert contexts == {id(tls_context())}
+    assert tls_context().verify_mode is ssl.CERT_REQUIRED and tls_context().check_hostname
