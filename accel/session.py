@@ -167,6 +167,13 @@ class Session:
         """Where the engines' measured limits come from (saved profiles, or the defaults)."""
         return self._measured_limits().source
 
+    @property
+    def warmups_refused(self) -> dict[str, int]:
+        """Prefix-cache warm-ups not sent because their LLM engine had no spare capacity, per
+        engine, over this session's life (empty before the runtime starts)."""
+        runtime = self._runtime
+        return runtime.programs.refused() if runtime is not None else {}
+
     def _measured_limits(self) -> MeasuredLimits:
         """The engines' measured limits (`accel.profiles`), loaded once."""
         with self._lock:

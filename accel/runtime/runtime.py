@@ -153,5 +153,5 @@ class Runtime:
             # Unrecorded query (no SDK, sampled out): skip primitive spans, they cost µs each.
             node_tracer = tracer if trace.get_current_span().is_recording() else None
             query = QueryRun(plan, instance, self.schedulers, self._executor, node_tracer, parent, priority, on_delta, self.plan,
-                             watcher=watcher)
+                             watcher=watcher, warm_gate=self.programs.gate)
             return await query.run()

@@ -108,14 +108,24 @@ class Programs:
         if site is not None and call.answer is not None and isinstance(recorder, RunRecorder):
             recorder.llm_response(site, *call.answer(chunks))
 
+    def gate(self, name: str) -> SpareGate:
+        """The spare-capacity gate of LLM engine `name`, one per engine for every warm-up the
+        runtime sends (programs' and compiled graphs'), made on first use."""
+        gate = self._gates.get(name)
+        if gate is None:
+            scheduler = self._schedulers[name]
+            gate = self._gates[name] = SpareGate(lambda: scheduler.load, self._llm_spare)
+        return gate
+
+    def refused(self) -> dict[str, int]:
+        """Warm-ups not sent for want of spare capacity so far, per LLM engine (lost
+        optimisations, counted for `explain()`)."""
+        return {name: gate.refused for name, gate in self._gates.items() if gate.refused}
+
     async def warm(self, recorder: RunRecorder, warms: list[Warm], values: dict[str, str]) -> None:
         """Send one arrival's warm-ups of a run, if their LLM engine has spare capacity."""
         try:
-            name = warms[0].engine
-            gate = self._gates.get(name)
-            if gate is None:
-                scheduler = self._schedulers[name]
-                gate = self._gates[name] = SpareGate(lambda: scheduler.load, self._llm_spare)
+            gate = self.gate(warms[0].engine)
             if not gate.try_enter():
                 # speculative work only where the engine has room: with a full batch, a warm-up's
                 # prefill takes time from the requests running now and gains nothing overall

@@ -4,7 +4,10 @@ A warm-up is worth sending only while its LLM engine has room: with a full batch
 takes time from the requests running and gains nothing overall. `SpareGate` (one per LLM
 engine of a runtime, used on the runtime's loop only) admits a group of warm-ups while the
 engine's requests in flight plus the groups already admitted stay under `spare()` (the
-measured `accel.profiles` figure, handed in by the session).
+measured `accel.profiles` figure, handed in by the session). It gates both kinds of warm-up:
+learned prefill's (a program's) and the compiled graphs' (pass 3's partial prefills, the shared
+heads' warm-ups), and counts what it refused (`refused`), since each refusal is a lost
+optimisation.
 """
 
 from __future__ import annotations
@@ -17,11 +20,13 @@ class SpareGate:
         self._load = load
         self._spare = spare
         self._groups = 0
+        self.refused = 0
 
     def try_enter(self) -> bool:
         """Admit one group of warm-ups (it counts as load from now on, its tokenizing first),
         or say the engine has no spare capacity."""
         if self._load() + self._groups >= self._spare():
+            self.refused += 1
             return False
         self._groups += 1
         return True
