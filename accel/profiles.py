@@ -42,6 +42,11 @@ at batch 2; 1.6x and 2.2x at batch 4). A GPU's decode step barely slows up to ba
 (GPU-FACTS), so a profile measured there gives a much larger figure."""
 SPARE_SLOWDOWN = 1.5
 
+DEFAULT_WARM_MIN_TOKENS = 0
+"""Prompt tokens a prefix warm-up must carry to pay for its request when the LLM's prefill was
+not profiled: 0, so any prefix of a full block is warmed (the behaviour before prefill was
+measured; `accel profile` measures it, `engines.profile.PrefillCost`)."""
+
 QUERY_CHARS, CHUNK_CHARS = 65, 700
 """Mean characters of the profiler's query-length and chunk-length texts (`engines/profile.py`)."""
 
@@ -68,6 +73,10 @@ class MeasuredLimits:
     busy: tuple[str, ...] = ()
     """The saved profiles measured while other processes took the machine's cores, each as
     "<engine>/<label> (<cores> cores busy)": their figures read slow (`engines/machine_load`)."""
+    warm_min_tokens: int = DEFAULT_WARM_MIN_TOKENS
+    """The fewest prompt tokens a prefix warm-up must carry: below it, prefilling them takes
+    the real request less time than the warm-up's own request costs (the LLM profile's
+    `PrefillCost.warm_min_tokens`: a request's cost over a prompt token's)."""
 
     def for_engines(self, engines: Iterable[tuple[str, str]]) -> dict[str, int]:
         """Pass-context profiles for `(runtime name, engine name)` pairs: keys
@@ -142,6 +151,7 @@ def load(directory: Path | None = None) -> MeasuredLimits:
     overheads: dict[str, float] = {}
     spare: int | None = None
     llm_batch: int | None = None
+    warm_min: int | None = None
     when: list[str] = []
     busy: list[str] = []
     for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
@@ -156,6 +166,8 @@ def load(directory: Path | None = None) -> MeasuredLimits:
         if profile.label.startswith("prompt"):
             spare = spare_batch(profile.points)
             llm_batch = max(profile.points, key=lambda point: point.throughput).batch_size
+            if profile.prefill is not None:
+                warm_min = profile.prefill.warm_min_tokens
         cls = input_class(profile.label)
         if cls is not None:
             saved.setdefault(profile.engine, {})[cls] = profile.max_efficient_batch
@@ -170,9 +182,14 @@ def load(directory: Path | None = None) -> MeasuredLimits:
                     "run `accel profile` again on a quiet machine", len(busy), directory, ", ".join(busy))
     if saved:
         return MeasuredLimits(saved, _measured_source(directory, when, busy), seconds, spare or DEFAULT_LLM_SPARE,
-                              overheads, llm_batch, tuple(busy))
+                              overheads, llm_batch, tuple(busy), _or_default(warm_min))
     return MeasuredLimits(DEFAULTS, "documented defaults of the reference machine (no saved profile: run `accel profile`)",
-                          DEFAULT_SECONDS, spare or DEFAULT_LLM_SPARE, llm_batch=llm_batch)
+                          DEFAULT_SECONDS, spare or DEFAULT_LLM_SPARE, llm_batch=llm_batch,
+                          warm_min_tokens=_or_default(warm_min))
+
+
+def _or_default(warm_min: int | None) -> int:
+    return DEFAULT_WARM_MIN_TOKENS if warm_min is None else warm_min
 
 
 def _measured_source(directory: Path, when: list[str], busy: list[str]) -> str:

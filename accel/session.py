@@ -113,7 +113,8 @@ class Session:
         thread.start()
         ready.wait()
         runtime = Runtime({}, policy=self.policy, priorities=Priorities(self._settings.program_priority),
-                          llm_spare=lambda: self._measured_limits().llm_spare)
+                          llm_spare=lambda: self._measured_limits().llm_spare,
+                          warm_min_tokens=lambda: self._measured_limits().warm_min_tokens)
         asyncio.run_coroutine_threadsafe(runtime.start(), loop).result()
         self._loop, self._thread, self._runtime = loop, thread, runtime
 
@@ -173,6 +174,25 @@ class Session:
         engine, over this session's life (empty before the runtime starts)."""
         runtime = self._runtime
         return runtime.programs.refused() if runtime is not None else {}
+
+    @property
+    def warmups_too_short(self) -> dict[str, int]:
+        """Prefix-cache warm-ups not sent because their prefix was too short to pay for a
+        request (`MeasuredLimits.warm_min_tokens`, or one block), per engine."""
+        runtime = self._runtime
+        return runtime.programs.too_short() if runtime is not None else {}
+
+    def warmup_lines(self) -> list[str]:
+        """`explain()`'s lines on the warm-ups this session did not send, and why."""
+        lines = []
+        if refused := self.warmups_refused:
+            lines.append("warm-ups not sent, the LLM having no spare capacity (session-wide): "
+                         + ", ".join(f"{name} {n}" for name, n in sorted(refused.items())))
+        if short := self.warmups_too_short:
+            least = self._measured_limits().warm_min_tokens
+            lines.append(f"warm-ups not sent, their prefix under {least} tokens or one block, too short to pay for "
+                         "a request (session-wide): " + ", ".join(f"{name} {n}" for name, n in sorted(short.items())))
+        return lines
 
     def _measured_limits(self) -> MeasuredLimits:
         """The engines' measured limits (`accel.profiles`), loaded once."""

@@ -15,6 +15,7 @@ import bisect
 import functools
 import json
 import logging
+import math
 import os
 import re
 import time
@@ -49,6 +50,39 @@ class ProfilePoint:
 
 
 @dataclass(frozen=True)
+class PrefillCost:
+    """What a lone prompt costs an LLM server by its length: prompt-only requests (`max_tokens`
+    1, every prompt new to the prefix cache) at two lengths, the fastest of the repeats of each.
+    The line through them splits a request's latency into what any request costs
+    (`request_s`: HTTP, scheduling, one step's floor) and what each prompt token adds
+    (`token_s`). Speculative prefills read it: a warm-up pays only when the prefill it takes
+    off a request's path outweighs a request's own cost (`warm_min_tokens`)."""
+
+    short_tokens: int
+    short_s: float
+    long_tokens: int
+    long_s: float
+
+    @property
+    def token_s(self) -> float:
+        """Seconds one more prompt token adds to a lone request (never below 0)."""
+        return max(0.0, (self.long_s - self.short_s) / (self.long_tokens - self.short_tokens))
+
+    @property
+    def request_s(self) -> float:
+        """Seconds a lone request costs whatever its prompt (the line's value at 0 tokens)."""
+        return max(0.0, self.short_s - self.token_s * self.short_tokens)
+
+    @property
+    def warm_min_tokens(self) -> int:
+        """The fewest prompt tokens whose prefill takes as long as a request costs: a warm-up
+        of fewer saves the real request less than the warm-up's own request spends."""
+        if self.token_s <= 0:
+            return self.long_tokens  # prefill too cheap to measure: nothing shorter pays
+        return math.ceil(self.request_s / self.token_s)
+
+
+@dataclass(frozen=True)
 class EngineProfile:
     engine: str
     label: str
@@ -59,6 +93,9 @@ class EngineProfile:
     busy_cores: float | None = None
     """The most CPU other processes used just before and just after the sweep, in cores
     (`machine_load`); None: not measured."""
+    prefill: PrefillCost | None = None
+    """LLM profiles: a lone prompt's cost by its length; None: not measured (other engines,
+    profiles saved before it was)."""
 
     @property
     def busy(self) -> bool:
@@ -99,8 +136,10 @@ class EngineProfile:
             data = json.loads(Path(path).read_text())
             points = [ProfilePoint(**point) for point in data["points"]]
             busy = data.get("busy_cores")
+            prefill = data.get("prefill")
             return cls(data["engine"], data["label"], points, int(data["max_efficient_batch"]),
-                       data.get("measured_at"), None if busy is None else float(busy))
+                       data.get("measured_at"), None if busy is None else float(busy),
+                       None if prefill is None else PrefillCost(**prefill))
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise InvalidRequest(
                 "profile", f"{path} is not a readable engine profile ({type(err).__name__}: {err})",

@@ -9,12 +9,22 @@ the `EngineProfile`(s) of `accel.engines.profile.profile_engine`.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from accel.config import settings
-from accel.engines.profile import DEFAULT_BATCH_SIZES, EngineProfile, chunk_texts, profile_engine, query_texts
+from accel.engines.errors import InvalidRequest
+from accel.engines.profile import (
+    DEFAULT_BATCH_SIZES,
+    EngineProfile,
+    PrefillCost,
+    chunk_texts,
+    profile_engine,
+    query_texts,
+)
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -23,6 +33,9 @@ LLM_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 """Swept until throughput flattens (a CPU's by 32; an H100's 8B decode still gains past 64),
 up to `accel profile --max-batch`."""
 SEQUENTIAL_VS_BATCHED = 16
+PREFILL_LENGTHS = (32, 1024)
+"""Prompt tokens of the two lone prompt-only requests `measure_prefill` times: a question's
+length and a retrieved context's, both inside every served model's window."""
 
 
 def _pairs(n: int) -> list[tuple[str, str]]:
@@ -106,6 +119,7 @@ async def profile_llm(batch_sizes: Sequence[int] = LLM_BATCH_SIZES, *, repeats: 
     async with engine:
         profile = await profile_engine(engine, requests, batch_sizes, label="prompt350-out32",
                                        repeats=repeats, progress=progress, fresh=True, until_flat=True)
+        profile = dataclasses.replace(profile, prefill=await measure_prefill(engine, repeats=repeats, progress=progress))
         n = SEQUENTIAL_VS_BATCHED
         task = progress.add_task(f"{engine.name}: {n} one after another vs together", total=2 * repeats) if progress else None
         loop = asyncio.get_running_loop()
@@ -123,3 +137,36 @@ async def profile_llm(batch_sizes: Sequence[int] = LLM_BATCH_SIZES, *, repeats: 
     best_sequential, best_batched = min(sequential), min(batched)
     return profile, {"n": n, "sequential_s": best_sequential, "batched_s": best_batched,
                      "ratio": best_sequential / best_batched}
+
+
+async def measure_prefill(engine: Any, lengths: tuple[int, int] = PREFILL_LENGTHS, *, repeats: int = 3,
+                          progress: Progress | None = None) -> PrefillCost:
+    """Lone prompt-only requests (`max_tokens` 1) of exactly `lengths` prompt tokens, one after
+    another, the fastest of `repeats` (after one untimed) for each: what a prompt's length costs
+    the engine, beside the sweep's decode-bound figures. Each prompt opens with its own counter
+    so no block of it is in the prefix cache."""
+    from accel.engines.base import GenerationRequest, SamplingParams
+
+    short, long = lengths
+    body = await engine.tokenize(" ".join(chunk_texts(16)), add_special_tokens=False)
+    if len(body) < long:
+        raise InvalidRequest("profile", f"the prefill probe text has {len(body)} tokens, fewer than {long}",
+                             "measure a shorter length")
+    counter = itertools.count()
+    params = SamplingParams(max_tokens=1, temperature=0.0)
+    task = progress.add_task(f"{engine.name}: prefill of {short} and {long} tokens", total=2 * (repeats + 1)) if progress else None
+
+    async def fastest(tokens: int) -> float:
+        timings = []
+        for attempt in range(repeats + 1):
+            lead = await engine.tokenize(f"Probe {next(counter)}.", add_special_tokens=True)
+            request = GenerationRequest(prompt_token_ids=(lead + body)[:tokens], params=params)
+            began = time.perf_counter()
+            await engine.run([request])
+            if attempt:
+                timings.append(time.perf_counter() - began)
+            if progress is not None and task is not None:
+                progress.advance(task)
+        return min(timings)
+
+    return PrefillCost(short, await fastest(short), long, await fastest(long))

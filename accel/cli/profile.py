@@ -4,6 +4,7 @@ the runtime will use (saved under <ACCEL_HOME>/profiles/)."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import asdict
 from pathlib import Path
 
 import typer
@@ -52,6 +53,8 @@ def profile(
             cmp = report["llm_sequential_vs_batched"]
             out.print(f"LLM: {cmp['n']} requests one after another {cmp['sequential_s']:.2f} s, "
                       f"submitted together {cmp['batched_s']:.2f} s -> {cmp['ratio']:.1f}x")
+        for line in _prefill_lines(report):
+            out.print(line)
     if markdown is not None:
         markdown.write_text(_markdown(report))
         console.print(f"wrote {markdown}")
@@ -109,7 +112,22 @@ def _profile_json(p) -> dict:
         "busy_cores": p.busy_cores,
         "busy": p.busy,
         "points": [{"batch_size": q.batch_size, "throughput": q.throughput, "latency_s": q.latency_s} for q in p.points],
+        "prefill": None if p.prefill is None else {
+            **asdict(p.prefill), "request_s": p.prefill.request_s, "token_s": p.prefill.token_s,
+            "warm_min_tokens": p.prefill.warm_min_tokens},
     }
+
+
+def _prefill_lines(report: dict) -> list[str]:
+    """What a lone prompt costs each profiled LLM, and the shortest warm-up that pays."""
+    lines = []
+    for p in report["profiles"]:
+        if (c := p.get("prefill")) is not None:
+            lines.append(f"{p['engine']} prefill: {c['short_tokens']} prompt tokens {c['short_s'] * 1e3:.1f} ms, "
+                         f"{c['long_tokens']} tokens {c['long_s'] * 1e3:.1f} ms -> {c['request_s'] * 1e3:.1f} ms a request "
+                         f"+ {c['token_s'] * 1e6:.1f} us a token; warm-ups of fewer than {c['warm_min_tokens']} tokens "
+                         "are not sent")
+    return lines
 
 
 async def _profile_servers(engines: list[str], repeats: int, sizes: tuple[int, ...], progress: Progress) -> list:
@@ -160,4 +178,6 @@ def _markdown(report: dict) -> str:
         lines.append("")
         lines.append(f"LLM: {c['n']} requests one after another took {c['sequential_s']:.2f} s; submitted "
                      f"together {c['batched_s']:.2f} s: **{c['ratio']:.1f}x**.")
+    if prefill := _prefill_lines(report):
+        lines += ["", *prefill]
     return "\n".join(lines) + "\n"

@@ -287,7 +287,8 @@ class WarmupOp:
     (rendered from `prefix` parts; for chat prompts, the chat template rendered with a sentinel
     in place of the first late part, cut at the sentinel), drop `safety_tail` tokens that could
     merge with the text that follows, round down to a multiple of `block_size`. Fewer than one
-    block -> no request (nothing to cache). The value is the number of tokens warmed.
+    block -> no request (nothing to cache); fewer than the caller's `least` -> no request
+    either (too short to pay for one). The value is the number of tokens warmed.
 
     The request carries one token past the cut (`WARM_EXTRA_TOKENS`). vLLM caches only full
     blocks and must compute at least the last prompt token, so a prompt made only of cached
@@ -315,19 +316,22 @@ class WarmupOp:
         rendered = await self.render_chat(_sentinel_messages(self.messages, len(self.prefix), values))
         return rendered.split(SENTINEL, 1)[0]
 
-    async def requests(self, values: dict[str, Any]) -> list[GenerationRequest]:
+    async def requests(self, values: dict[str, Any], least: int = 0) -> list[GenerationRequest]:
+        """The warm-up request, or none where the cut prefix is shorter than one block or than
+        `least` tokens (the fewest whose prefill pays for a request, `SpareGate.least`)."""
         block = self.block_size() if callable(self.block_size) else self.block_size
-        if await self._under_a_block(values, block):
+        least = max(block, least)
+        if await self._surely_under(values, least):
             return []
         text = await self.prefix_text(values)
         tokens = await self.tokenize(text, add_special_tokens=not self.messages)
         cut = (len(tokens) - max(self.safety_tail, WARM_EXTRA_TOKENS)) // block * block
-        if cut < block:
+        if cut < least:
             return []
         return [GenerationRequest(prompt_token_ids=list(tokens[:cut + WARM_EXTRA_TOKENS]), params=self.params)]
 
-    async def _under_a_block(self, values: dict[str, Any], block: int) -> bool:
-        """Whether the prefix is surely too short to fill one block, decided without the
+    async def _surely_under(self, values: dict[str, Any], least: int) -> bool:
+        """Whether the prefix is surely shorter than `least` tokens, decided without the
         server's tokenizer (a prompt whose text changes per query would otherwise cost a
         render and a tokenize round trip to a busy server for a warm-up that sends nothing).
         Byte-level BPE and SentencePiece tokens each cover at least one UTF-8 byte, so a text
@@ -335,7 +339,7 @@ class WarmupOp:
         once per role sequence on placeholder messages (the engine memoises the render). A
         template that lengthens content (escaping) could make this skip a warm-up that would
         have filled a block: a lost warm-up, never a changed request."""
-        need = block + max(self.safety_tail, WARM_EXTRA_TOKENS)
+        need = least + max(self.safety_tail, WARM_EXTRA_TOKENS)
         if not self.messages:
             return len(render_parts(self.prefix, values).encode()) + TOKEN_SLACK < need
         messages = _sentinel_messages(self.messages, len(self.prefix), values)

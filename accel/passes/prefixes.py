@@ -31,7 +31,7 @@ from accel.ir.graph import Graph
 from accel.ir.kinds import Kind
 from accel.ir.node import Derived, Node, Role
 from accel.engines.base import GenerationRequest
-from accel.ir.ops import PromptPart, Slot, WarmupOp
+from accel.ir.ops import WARM_EXTRA_TOKENS, PromptPart, Slot, WarmupOp
 from accel.passes.prefill import _decode_of
 from accel.passes.registry import LLMInfo, PassContext
 
@@ -78,12 +78,14 @@ class StaticWarmupOp(WarmupOp):
 
     _ids: dict[int, asyncio.Future[list[int]]] = field(default_factory=dict, compare=False, repr=False)
 
-    async def requests(self, values: dict[str, Any]) -> list[GenerationRequest]:
+    async def requests(self, values: dict[str, Any], least: int = 0) -> list[GenerationRequest]:
         block = self.block_size() if callable(self.block_size) else self.block_size
         ids = self._ids.get(block)
         if ids is None or (ids.done() and ids.exception() is not None):
             ids = self._ids[block] = asyncio.ensure_future(self._tokens())  # concurrent queries wait for one
         tokens = await asyncio.shield(ids)
+        if len(tokens) - WARM_EXTRA_TOKENS < least:
+            return []  # too short to pay for a request (`SpareGate.least`)
         return [GenerationRequest(prompt_token_ids=list(tokens), params=self.params)] if tokens else []
 
     async def _tokens(self) -> list[int]:

@@ -194,13 +194,20 @@ class QueryRun:
         batch full, its prefill takes step time from the requests running and saves the real
         request less than it costs (the LlamaIndex batch on the `h100-8b` twins: 28 against 20 ms
         of loop CPU a query with pass 3's warm-ups sent regardless). Refused, it warms nothing
-        (0 tokens) and the prefill it precedes goes as it would have without it."""
+        (0 tokens) and the prefill it precedes goes as it would have without it. Nor is a
+        prefix sent whose prefill would save less than a request costs (`SpareGate.least`)."""
         if not gate.try_enter():
             log.debug("%s: warm-up %s not sent, engine %s has no spare capacity", self.query_id, node.name, node.engine)
             span.set_attribute("accel.warmup.skipped", "no spare capacity")
             return node.op.output(values, [])
         try:
-            results = await self._submit(i, node, await node.op.requests(values), span)
+            least = gate.least()
+            requests = await node.op.requests(values, least)
+            if not requests:
+                gate.short += 1
+                log.debug("%s: warm-up %s not sent, its prefix is under %d tokens", self.query_id, node.name, least)
+                span.set_attribute("accel.warmup.skipped", f"prefix under {least} tokens")
+            results = await self._submit(i, node, requests, span)
         finally:
             gate.leave()
         return node.op.output(values, results)

@@ -21,7 +21,7 @@ from opentelemetry import trace
 
 from accel.engines.base import Engine
 from accel.engines.errors import EngineUnavailable
-from accel.profiles import DEFAULT_LLM_SPARE
+from accel.profiles import DEFAULT_LLM_SPARE, DEFAULT_WARM_MIN_TOKENS
 from accel.ir.template import Template
 from accel.runtime.engine_scheduler import EngineScheduler
 from accel.runtime.graph_scheduler import QueryRun
@@ -53,6 +53,7 @@ class Runtime:
         tracer_provider: trace.TracerProvider | None = None,
         priorities: Priorities | None = None,
         llm_spare: Callable[[], int] = lambda: DEFAULT_LLM_SPARE,
+        warm_min_tokens: Callable[[], int] = lambda: DEFAULT_WARM_MIN_TOKENS,
     ) -> None:
         get_policy(policy)  # fail on a typo now, not at the first query
         profiles = profiles or {}
@@ -67,7 +68,8 @@ class Runtime:
         self._tracer_provider = tracer_provider
         self._plans: weakref.WeakKeyDictionary[Template, Plan] = weakref.WeakKeyDictionary()
         self._ids = itertools.count()
-        self.programs = Programs(self.schedulers, self.engines, priorities=priorities or Priorities(), llm_spare=llm_spare)
+        self.programs = Programs(self.schedulers, self.engines, priorities=priorities or Priorities(), llm_spare=llm_spare,
+                                 warm_min_tokens=warm_min_tokens)
         """The engine calls of wrapped runs that run their own code (`accel.runtime.programs`)."""
 
     async def start(self) -> None:

@@ -326,10 +326,7 @@ class LoweredChain(StockRuns):
                      "components:"] + [f"  [opaque ] {s.component}: {s.detail}" for s in self._steps]
             return "\n".join(lines + (["", "counters:", *counters] if counters else []))
         text = explain_text(title, self._steps, self._template) + f"\n\nengine limits: {self._session.limits_source}"
-        refused = self._session.warmups_refused
-        if refused:
-            text += ("\nwarm-ups not sent, the LLM having no spare capacity (session-wide): "
-                     + ", ".join(f"{name} {n}" for name, n in sorted(refused.items())))
+        text += "".join(f"\n{line}" for line in self._session.warmup_lines())
         return text + ("\n\ncounters:\n" + "\n".join(counters) if counters else "")
 
 

@@ -254,10 +254,7 @@ class LoweredQuery:
         lines.append(f"{'query' if self._one_graph else 'retrieval'} e-graph: {len(graph)} nodes, passes {graph.meta['passes']}")
         lines += [f"  {name} [{template.nodes[i].kind}] depth {template.depth[i]}" for i, name in enumerate(template.order)]
         lines += [f"  note: {note}" for note in graph.meta["notes"]]
-        refused = self._session.warmups_refused
-        if refused:
-            lines.append("warm-ups not sent, the LLM having no spare capacity (session-wide): "
-                         + ", ".join(f"{name} {n}" for name, n in sorted(refused.items())))
+        lines += self._session.warmup_lines()
         return "\n".join(lines)
 
 

@@ -41,11 +41,13 @@ class Programs:
     """The program calls of one runtime (its engine schedulers and engines, by name)."""
 
     def __init__(self, schedulers: Mapping[str, EngineScheduler], engines: Mapping[str, Engine], *,
-                 priorities: Priorities, llm_spare: Callable[[], int]) -> None:
+                 priorities: Priorities, llm_spare: Callable[[], int],
+                 warm_min_tokens: Callable[[], int] = lambda: 0) -> None:
         self._schedulers = schedulers
         self._engines = engines
         self.priorities = priorities
         self._llm_spare = llm_spare
+        self._warm_min_tokens = warm_min_tokens
         self._gates: dict[str, SpareGate] = {}
         self._ids = itertools.count()
 
@@ -114,13 +116,18 @@ class Programs:
         gate = self._gates.get(name)
         if gate is None:
             scheduler = self._schedulers[name]
-            gate = self._gates[name] = SpareGate(lambda: scheduler.load, self._llm_spare)
+            gate = self._gates[name] = SpareGate(lambda: scheduler.load, self._llm_spare, self._warm_min_tokens)
         return gate
 
     def refused(self) -> dict[str, int]:
         """Warm-ups not sent for want of spare capacity so far, per LLM engine (lost
         optimisations, counted for `explain()`)."""
         return {name: gate.refused for name, gate in self._gates.items() if gate.refused}
+
+    def too_short(self) -> dict[str, int]:
+        """Warm-ups not sent so far because their prefix was too short to pay for a request
+        (under `warm_min_tokens` or one block), per LLM engine."""
+        return {name: gate.short for name, gate in self._gates.items() if gate.short}
 
     async def warm(self, recorder: RunRecorder, warms: list[Warm], values: dict[str, str]) -> None:
         """Send one arrival's warm-ups of a run, if their LLM engine has spare capacity."""
@@ -134,21 +141,24 @@ class Programs:
                 return
             try:
                 priority = self.priorities.of(recorder.run)
-                await asyncio.gather(*(self._warm_one(recorder, warm, values, priority) for warm in warms))
+                await asyncio.gather(*(self._warm_one(recorder, warm, values, priority, gate) for warm in warms))
             finally:
                 gate.leave()
         finally:
             recorder.warming_done(warms)
 
-    async def _warm_one(self, recorder: RunRecorder, warm: Warm, values: dict[str, str], priority: int) -> None:
+    async def _warm_one(self, recorder: RunRecorder, warm: Warm, values: dict[str, str], priority: int,
+                        gate: SpareGate) -> None:
         if recorder.called(warm.site):
             return  # the call came first
         engine = self._engines[warm.engine]
         op = WarmupOp(prefix=warm.learned.flat_parts[:warm.parts], tokenize=engine.tokenize,  # type: ignore[attr-defined]
                       block_size=lambda: engine.block_size, messages=warm.learned.messages,  # type: ignore[attr-defined]
                       render_chat=engine.render_chat)  # type: ignore[attr-defined]
-        requests = await op.requests(values)
+        requests = await op.requests(values, gate.least())
         if not requests:
+            gate.short += 1
+            recorder.model.count(warm.site, "short")
             return
         task = EngineTask(query_id=f"program{recorder.run.program}", node=f"warm:{warm.site}", depth=0,
                           requests=list(requests), priority=priority)

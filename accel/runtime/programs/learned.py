@@ -102,6 +102,8 @@ class SiteModel:
     hits: int = 0
     busy: int = 0
     """Warm-ups not sent because the LLM engine had no spare capacity."""
+    short: int = 0
+    """Warm-ups not sent because their prefix was too short to pay for a request."""
     late: int = 0
     """Calls made while their warm-up was still on its way."""
 
@@ -167,7 +169,7 @@ class ProgramModel:
                     and self.decisions.worth_warming(m.learned, m.verified)]
 
     def count(self, site: Site, counter: str, n: int = 1) -> None:
-        """Add `n` to one of a site's counters (`late`, `busy`, `warmups`, `warmed_tokens`)."""
+        """Add `n` to one of a site's counters (`late`, `busy`, `short`, `warmups`, `warmed_tokens`)."""
         with self._lock:
             model = self.sites.get(site)
             if model is not None:
@@ -211,6 +213,7 @@ class ProgramModel:
                 lines.append(f"    {self._state_of(m)}; {m.warmups} warm-up(s), {m.warmed_tokens} tokens, {m.hits} found cached"
                              + (f", {m.late} late (the call came first)" if m.late else "")
                              + (f", {m.busy} skipped (engine busy)" if m.busy else "")
+                             + (f", {m.short} skipped (prefix too short to pay)" if m.short else "")
                              + (f", learned again {m.relearned}x" if m.relearned else ""))
             if self.failed_warmups:
                 lines.append(f"  warm-ups that failed (no effect on runs): {self.failed_warmups}")

@@ -1,4 +1,4 @@
-"""The spare-capacity gate for speculative LLM work (learned prefill's warm-ups).
+"""The gate for speculative LLM work: prefix-cache warm-ups, learned prefill's and pass 3's.
 
 A warm-up is worth sending only while its LLM engine has room: with a full batch, its prefill
 takes time from the requests running and gains nothing overall. `SpareGate` (one per LLM
@@ -8,6 +8,13 @@ measured `accel.profiles` figure, handed in by the session). It gates both kinds
 learned prefill's (a program's) and the compiled graphs' (pass 3's partial prefills, the shared
 heads' warm-ups), and counts what it refused (`refused`), since each refusal is a lost
 optimisation.
+
+A warm-up also pays only if its prefix is long enough: its own request costs what any request
+costs the engine and the client (`least()`: the profile's request cost over its prefill cost
+per token, `engines.profile.PrefillCost`), and prefilling fewer tokens saves the real request
+less. An H100 prefills ~30 us a token against ~10 ms a request, so a 100-token question is not
+worth a request there; on vLLM-CPU it is. Warm-ups that sent nothing for their length are
+counted too (`short`).
 """
 
 from __future__ import annotations
@@ -16,11 +23,17 @@ from collections.abc import Callable
 
 
 class SpareGate:
-    def __init__(self, load: Callable[[], int], spare: Callable[[], int]) -> None:
+    def __init__(self, load: Callable[[], int], spare: Callable[[], int], least: Callable[[], int] = lambda: 0) -> None:
         self._load = load
         self._spare = spare
+        self.least = least
+        """The fewest prompt tokens a warm-up must carry (read at each warm-up: the session
+        loads its profiles lazily)."""
         self._groups = 0
         self.refused = 0
+        self.short = 0
+        """Warm-ups admitted that sent nothing: their prefix was shorter than `least()` or
+        than one prefix-cache block."""
 
     def try_enter(self) -> bool:
         """Admit one group of warm-ups (it counts as load from now on, its tokenizing first),

@@ -101,3 +101,24 @@ def test_an_llm_keeps_as_many_requests_in_flight_as_its_profile_s_peak(tmp_path:
     _save_llm(tmp_path / "profiles", {1: 6.4, 16: 22.9, 32: 25.0})  # docs/profile.md, the tiny model on 2 cores
     assert Session()._sized(llm, EngineLimits()).max_inflight == EngineLimits().max_inflight
     assert profiles.load(Path("/nonexistent")).llm_batch is None
+
+
+def test_an_llm_profile_s_prefill_cost_sets_the_shortest_warm_up_that_pays(tmp_path: Path) -> None:
+    """The `h100-8b` twin's lone prompts (2026-11-28): 13.4 ms at 32 tokens, 35.4 ms at 1024,
+    so a request costs 12.7 ms and a token 22 us: warm-ups under 570 tokens cost more than they
+    save. Saved with the LLM profile, read back by `accel.profiles.load`; an LLM profile saved
+    before prefill was measured still loads and keeps the default (any full block)."""
+    from accel.engines.profile import PrefillCost
+
+    cost = PrefillCost(32, 0.013371, 1024, 0.035411)
+    assert round(cost.request_s * 1e3, 1) == 12.7 and round(cost.token_s * 1e6, 1) == 22.2
+    assert cost.warm_min_tokens == 570
+    assert PrefillCost(32, 0.01, 1024, 0.009).warm_min_tokens == 1024  # no measurable prefill cost: nothing pays
+
+    _save_llm(tmp_path, {1: 100.0, 2: 190.0})
+    assert profiles.load(tmp_path).warm_min_tokens == profiles.DEFAULT_WARM_MIN_TOKENS == 0
+    path = tmp_path / "vllm-prompt.json"
+    profile = EngineProfile.load(path)
+    EngineProfile(profile.engine, profile.label, profile.points, profile.max_efficient_batch, prefill=cost).save(path)
+    assert EngineProfile.load(path).prefill == cost
+    assert profiles.load(tmp_path).warm_min_tokens == 570
