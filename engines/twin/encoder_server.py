@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
 import logging
 import struct
@@ -40,6 +41,10 @@ DIMENSIONS = 384
 MAX_MODEL_LEN = {"embed": EMBED.max_model_len, "rerank": RERANK.max_model_len}
 """What `accel up --encoders server` starts the real pooling servers with: a longer input is a
 400 there, so it is one here."""
+
+
+TEXT_COUNTS_KEPT = 4096
+"""Texts whose token counts an encoder twin remembers (a corpus's passages, recent queries)."""
 
 
 class Device:
@@ -132,6 +137,9 @@ class TwinEncoderServer:
         self.tokenizer = Tokenizer.from_file(str(packaged_minilm_path() / "tokenizer.json"))
         self.tokenizer.no_padding()
         self.tokenizer.no_truncation()  # the file cuts at 128; lengths must be whole to refuse as vLLM does
+        processor = self.tokenizer.post_processor
+        self._specials = {pair: 0 if processor is None else processor.num_special_tokens_to_add(pair) for pair in (False, True)}
+        self._text_tokens = functools.lru_cache(maxsize=TEXT_COUNTS_KEPT)(self._count_tokens)
         self.max_model_len = MAX_MODEL_LEN[kind]
         cores = profile.host_cores
         burner = None if cores is None else Burner(
@@ -202,10 +210,19 @@ class TwinEncoderServer:
 
     # ---- the API ----
     def _lengths(self, texts: list[str] | list[tuple[str, str]]) -> list[int]:
-        """Token counts of texts or (query, passage) pairs, one `encode` each: `encode_batch`
-        wakes the tokenizer's thread pool, which on a busy machine took longer than a small
-        call's modelled host time (tests/engines/twin/test_burn.py)."""
-        return [len(self.tokenizer.encode(*((text,) if isinstance(text, str) else text)).ids) for text in texts]
+        """Token counts of texts or (query, passage) pairs: each text's own count (remembered:
+        queries and passages recur across calls) plus the special tokens the tokenizer's
+        template adds. Encoding every pair whole cost 0.8 ms a 300-token pair, half the twins'
+        CPU under a stock LlamaIndex batch, more than the H100's host time for the call, so
+        the twin lagged behind the device it models. One `encode` per new text:
+        `encode_batch` wakes the tokenizer's thread pool, which on a busy machine took longer
+        than a small call's modelled host time (tests/engines/twin/test_burn.py)."""
+        count = self._text_tokens
+        return [count(text) + self._specials[False] if isinstance(text, str)
+                else count(text[0]) + count(text[1]) + self._specials[True] for text in texts]
+
+    def _count_tokens(self, text: str) -> int:
+        return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
 
     def _fit(self, lengths: list[int], body: dict[str, Any]) -> list[int] | Response:
         """The lengths the server computes, or vLLM's answer to an input over `max_model_len`

@@ -173,3 +173,17 @@ async def test_every_connection_the_twin_accepts_sends_without_nagle(embedder) -
         for connection in connections:
             accepted = connection.transport.get_extra_info("socket")
             assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+
+
+def test_token_counts_built_from_remembered_texts_equal_encoding_each_input_whole() -> None:
+    """The twins count a pair as its two texts' counts plus the template's special tokens, each
+    text's count remembered; every count equals the tokenizer's on the whole input (what the
+    real server computes), for prose, code, unicode, whitespace and empty texts."""
+    from accel.engines.twin.encoder_server import TwinEncoderServer
+
+    twin = TwinEncoderServer(PROFILE, "rerank")
+    texts = [*DOCS, "", "   ", "heapq.heappush(heap, item) -> None", "naïve café — 東京 🚀", "a\nb\tc", "x" * 600]
+    pairs = [(q, d) for q in texts for d in texts]
+    assert twin._lengths(texts) == [len(twin.tokenizer.encode(t).ids) for t in texts]
+    assert twin._lengths(pairs) == [len(twin.tokenizer.encode(q, d).ids) for q, d in pairs]
+    assert twin._text_tokens.cache_info().misses == len(texts)  # each text encoded once
