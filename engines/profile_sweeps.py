@@ -148,6 +148,12 @@ async def measure_prefill(engine: Any, lengths: tuple[int, int] = PREFILL_LENGTH
     from accel.engines.base import GenerationRequest, SamplingParams
 
     short, long = lengths
+    window = getattr(engine, "max_model_len", 0)  # known once the engine started; 0: unknown
+    if window and long >= window:  # a model with a short window: its longest prompt instead
+        long = window - 1
+    if long <= short:
+        raise InvalidRequest("profile", f"{engine.name}'s window of {window} tokens leaves no prompt longer than {short}",
+                             "serve the model with a longer max_model_len to profile its prefill")
     body = await engine.tokenize(" ".join(chunk_texts(16)), add_special_tokens=False)
     if len(body) < long:
         raise InvalidRequest("profile", f"the prefill probe text has {len(body)} tokens, fewer than {long}",

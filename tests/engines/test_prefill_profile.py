@@ -62,3 +62,10 @@ def test_accel_profile_reports_the_llm_s_prefill_cost(tmp_path: Path, monkeypatc
     prefill = json.loads(result.stdout)["profiles"][0]["prefill"]
     assert prefill["warm_min_tokens"] == 570 and prefill["short_tokens"] == 32
     assert EngineProfile.load(next((tmp_path / "profiles").glob("*.json"))).prefill == cost
+
+
+async def test_a_model_with_a_short_window_is_probed_at_its_longest_prompt() -> None:
+    llm = RecordingLLM()
+    llm.max_model_len = 512
+    cost = await measure_prefill(llm, repeats=1)
+    assert cost.long_tokens == 511 and max(len(r.prompt_token_ids) for r in llm.requests) == 511
