@@ -201,12 +201,10 @@ class QueryRun:
             span.set_attribute("accel.warmup.skipped", "no spare capacity")
             return node.op.output(values, [])
         try:
-            least = gate.least()
-            requests = await node.op.requests(values, least)
+            requests = await gate.requests(node.op, values)
             if not requests:
-                gate.short += 1
-                log.debug("%s: warm-up %s not sent, its prefix is under %d tokens", self.query_id, node.name, least)
-                span.set_attribute("accel.warmup.skipped", f"prefix under {least} tokens")
+                log.debug("%s: warm-up %s not sent, its prefix is under %d tokens", self.query_id, node.name, gate.least())
+                span.set_attribute("accel.warmup.skipped", f"prefix under {gate.least()} tokens")
             results = await self._submit(i, node, requests, span)
         finally:
             gate.leave()

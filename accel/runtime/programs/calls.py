@@ -155,9 +155,8 @@ class Programs:
         op = WarmupOp(prefix=warm.learned.flat_parts[:warm.parts], tokenize=engine.tokenize,  # type: ignore[attr-defined]
                       block_size=lambda: engine.block_size, messages=warm.learned.messages,  # type: ignore[attr-defined]
                       render_chat=engine.render_chat)  # type: ignore[attr-defined]
-        requests = await op.requests(values, gate.least())
+        requests = await gate.requests(op, values)
         if not requests:
-            gate.short += 1
             recorder.model.count(warm.site, "short")
             return
         task = EngineTask(query_id=f"program{recorder.run.program}", node=f"warm:{warm.site}", depth=0,

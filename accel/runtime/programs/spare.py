@@ -21,6 +21,10 @@ too (`short`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
+
+from accel.engines.base import GenerationRequest
+from accel.ir.ops import WarmupOp
 
 
 class SpareGate:
@@ -47,3 +51,11 @@ class SpareGate:
 
     def leave(self) -> None:
         self._groups -= 1
+
+    async def requests(self, op: WarmupOp, values: dict[str, Any]) -> list[GenerationRequest]:
+        """The warm-up's requests, or none where its prefix is too short to pay for one
+        (counted in `short`)."""
+        requests = await op.requests(values, self.least())
+        if not requests:
+            self.short += 1
+        return requests
