@@ -39,8 +39,9 @@ class EngineLimits:
     """Batch engines: seconds one `run` call costs whatever it carries (an encoder server's
     HTTP round trip and request handling: its profile's batch-1 latency less one item's
     share). While streams that feed this engine are still open, a call may be held for the
-    items they are about to bring, for at most this much per open stream: the time the
-    merge can save the engine. 0: calls go as soon as the engine is free."""
+    items they are about to bring, until this much after the newest: an item later than a
+    call's cost would find the engine free again, so waiting for it saves nothing. 0: calls
+    go as soon as the engine is free."""
 
     def __post_init__(self) -> None:
         for name in ("max_batch_size", "max_inflight", "max_concurrent_batches", "queue_limit"):

@@ -262,17 +262,19 @@ class EngineScheduler:
             self._admit_waiters()
 
     def _hold_s(self) -> float:
-        """Seconds the next call may still wait for the items open streams are about to bring.
-        Each task merged into it, and each open stream that may still bring one, spares the
-        engine a call of its own (`call_overhead_s`): the oldest request waits at most that
-        much in all, so what the wait costs never exceeds what the merge saves. It goes at once
-        with a full batch, or when no stream feeding the engine is open. 0: go now."""
+        """Seconds the next call may still wait for the items open streams are about to bring:
+        until one call's cost (`call_overhead_s`, as calls cost now) after the newest item.
+        An item that comes sooner would have waited behind the call had it gone at once, and
+        merging it spares the engine a call; one that comes later would find the engine free
+        again, so waiting for it costs the queued items and saves them nothing. The oldest
+        request thus waits at most one call's cost for each call the merge spares, plus one.
+        It goes at once with a full batch, or when no stream feeding the engine is open.
+        0: go now."""
         overhead = self._overhead if self.limits.call_overhead_s else 0.0
         if self._llm or not self._feeding or not overhead or self._queued >= self.limits.max_batch_size:
             return 0.0
-        arrivals = [task.arrival for task in self._queue if task.arrival is not None]
-        spared = len(arrivals) - 1 + self._feeding
-        return min(arrivals, default=self._clock()) + overhead * spared - self._clock()
+        newest = max((task.arrival for task in self._queue if task.arrival is not None), default=None)
+        return 0.0 if newest is None else newest + overhead - self._clock()
 
     def _free(self) -> int:
         if self._llm:
