@@ -46,7 +46,9 @@ class FakeClock:
 
 
 async def settle() -> None:
-    for _ in range(5):
+    """Yield to the loop until the dispatcher has acted on what just changed: a fixed number of
+    turns (two suffice today), no timing, so a busy machine cannot change the outcome."""
+    for _ in range(10):
         await asyncio.sleep(0)
 
 
