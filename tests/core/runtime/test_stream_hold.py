@@ -16,24 +16,6 @@ def node(query: str, requests: list) -> EngineTask:
     return EngineTask(query, "embed", 0, list(requests))
 
 
-async def test_items_of_open_streams_go_in_one_call_when_the_last_stream_ends():
-    engine = FakeEngine(compute=lambda r: r)
-    limits = EngineLimits(max_batch_size=64, call_overhead_s=10.0)  # the bound never ends the hold here
-    async with EngineScheduler("e", engine, limits=limits) as sched:
-        streams = [sched.feeding() for _ in range(3)]
-        for stream in streams:
-            stream.__enter__()
-        callers = []
-        for i, stream in enumerate(streams):
-            callers.append(asyncio.create_task(sched.submit(node(f"q{i}", [i]))))
-            await asyncio.sleep(0)  # each item arrives on its own, as decoded lines do
-            await asyncio.sleep(0)
-            assert engine.batches == []  # held: other streams are open
-            stream.__exit__(None, None, None)
-        assert await asyncio.gather(*callers) == [[0], [1], [2]]
-    assert engine.batches == [[0, 1, 2]]
-
-
 class FakeClock:
     """The scheduler's clock, moved by hand: holds are decided on it, so what a hold does at a
     given moment is asserted without timing anything (its real waits are 10 s, never reached)."""
@@ -52,10 +34,10 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
-async def arrive(sched: EngineScheduler, clock: FakeClock, at: float, name: str) -> asyncio.Task:
-    """Submit one item at fake time `at` and let the dispatcher decide on it."""
+async def arrive(sched: EngineScheduler, clock: FakeClock, at: float, item: object) -> asyncio.Task:
+    """Submit one item (its own query's) at fake time `at` and let the dispatcher decide on it."""
     clock.now = at
-    caller = asyncio.create_task(sched.submit(node(name, [name])))
+    caller = asyncio.create_task(sched.submit(node(f"q{item}", [item])))
     await settle()
     return caller
 
@@ -66,6 +48,22 @@ async def poke(sched: EngineScheduler, clock: FakeClock, at: float) -> None:
     with sched.feeding():
         pass
     await settle()
+
+
+async def test_items_of_open_streams_go_in_one_call_when_the_last_stream_ends():
+    engine, clock = FakeEngine(compute=lambda r: r), FakeClock()
+    limits = EngineLimits(max_batch_size=64, call_overhead_s=10.0)  # the clock never passes a hold's end here
+    async with EngineScheduler("e", engine, limits=limits, clock=clock) as sched:
+        streams = [sched.feeding() for _ in range(3)]
+        for stream in streams:
+            stream.__enter__()
+        callers = []
+        for i, stream in enumerate(streams):
+            callers.append(await arrive(sched, clock, float(i), i))  # each item on its own, as decoded lines come
+            assert engine.batches == []  # held: other streams are open
+            stream.__exit__(None, None, None)
+        assert await asyncio.gather(*callers) == [[0], [1], [2]]
+    assert engine.batches == [[0, 1, 2]]
 
 
 async def test_a_held_call_slides_with_items_that_keep_coming_and_goes_one_overhead_after_the_newest():
