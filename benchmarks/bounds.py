@@ -3,7 +3,8 @@
 - single: the critical-path bound of a lone query (`lower_bound.py`), against mean latency;
 - batch: the capacity bound (`capacity_bound.py`), never below the longest query's own critical
   path (every query timed alone in stock-sequential's run), against the makespan;
-- poisson: the capacity bound's per-query latencies for the run's arrivals, against p95.
+- poisson: the capacity bound's per-query latencies for the run's arrivals, each never below
+  that query's own critical path (timed alone in stock-sequential's run), against p95.
 
 Bound rounds are interleaved with the systems' own (`Meter`): single mode measures one after
 each round of queries, batch and Poisson one after each system's run at the highest rate. A
@@ -76,8 +77,9 @@ class Measured:
     queries: int
     arrivals: dict[float, Sequence[float]]  # Poisson: each rate's arrival offsets
     lone_llm_calls: Sequence[Sequence[float]] = ()
-    """Batch: stock's LLM call durations of every query of the batch, each run alone
-    (stock-sequential's run, timed); empty where a query failed or stock-sequential did not run."""
+    """Batch and Poisson: stock's LLM call durations of every query of the run, in query order,
+    each query run alone (stock-sequential's run, timed); a query's entry is empty where it
+    failed, the whole sequence where stock-sequential did not run."""
 
     def key(self, r: Round) -> float:
         """The value a re-measured round must beat to replace the old one."""
@@ -98,19 +100,37 @@ class Measured:
                "engines": [asdict(w) for w in caps[len(caps) // 2].work] if caps else []}
         if self.mode == "batch":
             return out | spread(out["per_round_s"])
-        out["rates"] = {rate: [metrics.percentile(online_bound(r.work, arrivals, r.critical.value(self.spec)), 95) for r in caps]
+        own = self.paths(caps)
+        out["rates"] = {rate: [metrics.percentile(online_bound(r.work, arrivals, self.floors(r, own, len(arrivals))), 95)
+                               for r in caps]
                         for rate, arrivals in self.arrivals.items()}
         return out
 
+    def paths(self, caps: Sequence[CapacityRound]) -> list[float | None]:
+        """Each query's own critical path, in query order: its lone LLM calls by level, plus
+        the rounds' median non-LLM steps; None for a query that failed alone (or all None
+        where no query was run alone)."""
+        if not caps or not any(self.lone_llm_calls):
+            return [None] * len(self.lone_llm_calls)
+        steps = statistics.median(sum(r.critical.steps.values()) for r in caps)
+        return [llm_path(c, self.spec.llm_levels(len(c))) + steps if c else None for c in self.lone_llm_calls]
+
+    def floors(self, r: CapacityRound, own: Sequence[float | None], queries: int) -> list[float]:
+        """Poisson: the i-th arrival's latency floor, its query's own critical path where it
+        was run alone, else the round's query's. A round times one query, whose path stood
+        for every arrival before: too high for queries with shorter answers, too low for
+        longer ones (the rounds' p95 bounds of one run spread 0.98-1.30 s on the twins)."""
+        fallback = r.critical.value(self.spec)
+        return [fallback if path is None else path for path in [*own, *[None] * queries][:queries]]
+
     def lone(self, caps: Sequence[CapacityRound]) -> dict[str, Any] | None:
-        """Batch: each query's own critical path (its lone LLM calls by level, plus the rounds'
-        median non-LLM steps). No batch ends before its longest query could alone; the rounds
-        time a few queries, and a batch's slowest (its longest answers) sets the makespan."""
-        calls = [c for c in self.lone_llm_calls if c]
-        if self.mode != "batch" or not calls or not caps:
+        """The queries' own critical paths (`paths`) in brief. No batch ends before its longest
+        query could alone; the rounds time a few queries, and a batch's slowest (its longest
+        answers) sets the makespan. In Poisson runs each query's own path is its floor."""
+        paths = [p for p in self.paths(caps) if p is not None]
+        if not paths:
             return None
         steps = statistics.median(sum(r.critical.steps.values()) for r in caps)
-        paths = [llm_path(c, self.spec.llm_levels(len(c))) + steps for c in calls]
         return {"queries": len(paths), "longest_s": max(paths), "median_s": statistics.median(paths),
                 "steps_s": steps}
 

@@ -14,7 +14,7 @@ machine whose engines scale poorly across cores, overlapping engines can come a 
 
 `online_bound` turns the same numbers into per-query latency bounds for arrivals spread over
 time (Poisson runs): a fluid queue served in arrival order at full capacity, where no query
-finishes sooner than its critical path allows. Pure functions: reusable for any workload.
+finishes sooner than its own critical path allows. Pure functions: reusable for any workload.
 """
 
 from __future__ import annotations
@@ -81,15 +81,21 @@ def capacity_bound(work: Sequence[EngineWork], queries: int, critical_path_s: fl
     }
 
 
-def online_bound(work: Sequence[EngineWork], arrivals: Sequence[float], critical_path_s: float = 0.0) -> list[float]:
+def online_bound(work: Sequence[EngineWork], arrivals: Sequence[float],
+                 critical_path_s: float | Sequence[float] = 0.0) -> list[float]:
     """Per-query latency bounds for queries arriving at `arrivals` (seconds, in order): each
     query's work is served at full capacity in arrival order (identical queries: no order
-    finishes the k-th query sooner), and no query beats its critical path."""
+    finishes the k-th query sooner), and no query beats its critical path: one for every
+    query, or each query's own (`critical_path_s[i]` for the i-th arrival)."""
     if not arrivals:
         return []
+    floors = [critical_path_s] * len(arrivals) if isinstance(critical_path_s, (int, float)) else list(critical_path_s)
+    if len(floors) != len(arrivals):
+        raise InvalidRequest("bound", f"{len(floors)} critical paths for {len(arrivals)} arrivals",
+                             "give one critical path per arrival, or one for all")
     service = max(device_seconds(work, 1).values(), default=0.0)
     bounds, finish = [], 0.0
-    for arrival in arrivals:
+    for arrival, floor in zip(arrivals, floors):
         finish = max(finish, arrival) + service
-        bounds.append(max(finish - arrival, critical_path_s))
+        bounds.append(max(finish - arrival, floor))
     return bounds

@@ -109,21 +109,32 @@ def run_batch(driver: Driver, app: Any, questions: Sequence[str], run: SystemRun
 
 def run_poisson(driver: Driver, app: Any, questions: Sequence[str], arrivals: Sequence[float], run: SystemRun,
                 system: System, concurrency: int) -> SystemRun:
+    """Each query released at its arrival; a sequential system's one worker runs them one by one,
+    so each query is alone, and its LLM calls are timed (`run.llm_calls`, in query order: each
+    query's own critical path, for the Poisson bound)."""
     workers = concurrency if system.concurrent else 1
     start = time.perf_counter()
+    lone: dict[int, list[float]] = {}
 
-    def serve(question: str, due: float) -> tuple[float, str | None, str | None]:
-        _, text, error = _timed(driver, app, question)
+    def serve(i: int, question: str, due: float) -> tuple[float, str | None, str | None]:
+        if system.concurrent:
+            _, text, error = _timed(driver, app, question)
+        else:
+            with driver.timing() as timer:
+                _, text, error = _timed(driver, app, question)
+            lone[i] = timer.durations() if error is None else []
         return time.perf_counter() - due, text, error
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"bench-{system.name}") as pool:
         futures = []
-        for question, offset in zip(questions, arrivals):
+        for i, (question, offset) in enumerate(zip(questions, arrivals)):
             # the load generator's clock: release each query at its arrival time
             time.sleep(max(0.0, start + offset - time.perf_counter()))
-            futures.append(pool.submit(serve, question, start + offset))
+            futures.append(pool.submit(serve, i, question, start + offset))
         results = [f.result() for f in futures]
     run.makespan_s = time.perf_counter() - start
+    if not system.concurrent:
+        run.llm_calls = [lone.get(i, []) for i in range(len(questions))]
     return _record(run, results)
 
 

@@ -47,6 +47,15 @@ def test_online_bound_queues_only_arrivals_faster_than_capacity() -> None:
     assert online_bound(WORK, []) == []
 
 
+def test_online_bound_floors_each_query_at_its_own_critical_path() -> None:
+    spread = online_bound(WORK, [0.0, 5.0, 10.0], critical_path_s=[0.4, 2.5, 1.2])
+    assert spread == pytest.approx([1.0, 2.5, 1.2])  # capacity (1 s a query) or the query's own path
+    together = online_bound(WORK, [0.0, 0.0], critical_path_s=[2.5, 0.1])
+    assert together == pytest.approx([2.5, 2.0])
+    with pytest.raises(InvalidRequest, match="one critical path per arrival"):
+        online_bound(WORK, [0.0, 1.0], critical_path_s=[1.0])
+
+
 def test_work_without_throughput_is_a_typed_error() -> None:
     with pytest.raises(InvalidRequest, match="profile each engine"):
         capacity_bound([EngineWork("llm", 1.0, "batch-1 s", 0.0, 1)], 4)
@@ -129,5 +138,25 @@ def test_a_batch_never_ends_before_its_longest_query_could_alone() -> None:
     assert lone["median_s"] == pytest.approx(2.55)
     without = bounds.Measured(spec, "batch", 4, {}).summary(rounds)
     assert without["lone_queries"] is None and without["median_s"] == pytest.approx(0.8)
-    poisson = bounds.Measured(spec, "poisson", 4, {1.0: [0.0] * 4}, alone).summary(rounds)
-    assert poisson["lone_queries"] is None  # arrivals spread out: each query's own path is in online_bound
+
+
+
+def test_a_poisson_bound_floors_each_arrival_at_its_query_own_path() -> None:
+    """The rounds time query 0 (0.35 s); stock-sequential's run timed every query alone, one of
+    them 2.55 s. Arrivals 10 s apart never queue, so each arrival's bound is its own query's
+    path; the query that failed alone keeps the round's. The round's one path stood for all
+    four before: a p95 of 0.35 s, under the slow query's own 2.55 s."""
+    from accel.benchmarks import bounds, metrics
+    from accel.benchmarks.apps import ExampleSpec, sequential
+    from accel.benchmarks.lower_bound import BoundRound
+
+    spec = ExampleSpec("fake", {}, "two dependent LLM calls", llm_levels=sequential, embed_batch=3)
+    work = [EngineWork("embed", 3, "texts", 30.0, 8), EngineWork("llm", 0.3, "batch-1 s", 3.0, 16)]
+    rounds = [bounds.CapacityRound(BoundRound(0, (0.1, 0.2), {"embed x3": 0.05}), work)]
+    arrivals = {1.0: [0.0, 10.0, 20.0, 30.0]}
+    alone = [[0.1, 0.2], [1.0, 1.5], [], [0.2, 0.2]]
+    own = bounds.Measured(spec, "poisson", 4, arrivals, alone).summary(rounds)
+    assert own["lone_queries"]["longest_s"] == pytest.approx(2.55)
+    assert own["rates"][1.0] == [pytest.approx(metrics.percentile([0.35, 2.55, 0.35, 0.45], 95))]
+    without = bounds.Measured(spec, "poisson", 4, arrivals).summary(rounds)
+    assert without["lone_queries"] is None and without["rates"][1.0] == [pytest.approx(0.35)]
