@@ -10,7 +10,9 @@ machine falls on every goal alike, and the table gives each goal's median speed-
 runs' range. The suite's own report of the same case (same queries, every query concurrent)
 counts as the first run, unless `--fresh` (after a code change: then every run is made here).
 Poisson cases run at stock's saturation rate from the suite's batch report (the throughput
-stock-concurrent reached; benchmarks/twin_suite.py). Published only after validation
+stock-concurrent reached; benchmarks/twin_suite.py). A goal is met when its median speed-up
+reaches the target or, as the issue says, where the bound allows less than the target, when
+accel's median lies within `BOUND_GAP` (1.15x) of the bound. Published only after validation
 check 1 passed, every number labelled with the profile's label, like the suite's table.
 """
 
@@ -101,26 +103,39 @@ def _suites_report(suite_out: Path, goal: Goal) -> dict[str, Any] | None:
     return report if config.get("queries") == goal.queries == config.get("concurrency") else None
 
 
+BOUND_GAP = 1.15
+"""Issue 25: every workload lands within this of its bound; a goal whose speed-up lies above
+what the bound allows becomes this gap to the bound."""
+
+
 def summary(goal: Goal, reports: list[dict[str, Any]]) -> dict[str, Any]:
     """The goal's median speed-up and the runs' range; the median of what the bound allows
-    (the better stock over the bound) and of accel over the bound."""
+    (the better stock over the bound) and of accel over the bound. Met: the median speed-up
+    reaches the target, or, where the bound allows less than the target, accel's median lies
+    within `BOUND_GAP` of the bound (`met_by`: "speed-up" or "gap")."""
     rows = [row(r) for r in reports]
     speedups = [r["speedup"] for r in rows if r["speedup"]]
     allows = [r["stock_s"] / r["bound_s"] for r in rows if r["stock_s"] and r["bound_s"]]
     over = [r["accel_over_bound"] for r in rows if r["accel_over_bound"]]
     median = statistics.median(speedups) if speedups else None
+    bound_allows = statistics.median(allows) if allows else None
+    over_bound = statistics.median(over) if over else None
+    met_by = None
+    if median is not None and median >= goal.speedup:
+        met_by = "speed-up"
+    elif bound_allows is not None and bound_allows < goal.speedup and over_bound is not None and over_bound <= BOUND_GAP:
+        met_by = "gap"
 
     def most(key: str) -> float | None:
         values = [r[key] for r in rows if r[key] is not None]
         return max(values) if values else None
     return {"goal": goal.says, "case": goal.case, "target": goal.speedup, "runs": len(rows),
             "speedup": median, "low": min(speedups, default=None), "high": max(speedups, default=None),
-            "bound_allows": statistics.median(allows) if allows else None,
-            "accel_over_bound": statistics.median(over) if over else None,
+            "bound_allows": bound_allows, "accel_over_bound": over_bound,
             "equal": min((r["equal"] for r in rows if r["equal"] is not None), default=None),
             "stock_lag_s": most("stock_lag_s"), "accel_lag_s": most("accel_lag_s"),
             "limits": sorted({(r.get("engine_limits") or {}).get("source") or "not recorded" for r in reports}),
-            "met": median is not None and median >= goal.speedup}
+            "met": met_by is not None, "met_by": met_by}
 
 
 def markdown(summaries: list[dict[str, Any]], label: str, validated: bool) -> str:
@@ -141,8 +156,18 @@ def markdown(summaries: list[dict[str, Any]], label: str, validated: bool) -> st
         lines.append(f"| {s['goal']} | {s['target']:.1f}x | {s['runs']} | {num(s['speedup'], '{:.2f}x')} "
                      f"| {num(s['low'], '{:.2f}')}-{num(s['high'], '{:.2f}')}x | {allows} "
                      f"| {num(s['accel_over_bound'], '{:.2f}')} | {num(s['equal'], '{:.0%}')} "
-                     f"| {num(s['stock_lag_s'], '{:.2f}')} / {num(s['accel_lag_s'], '{:.2f}')} | {'yes' if s['met'] else 'no'} |")
+                     f"| {num(s['stock_lag_s'], '{:.2f}')} / {num(s['accel_lag_s'], '{:.2f}')} | {_met(s)} |")
     return "\n".join(lines) + "\n"
+
+
+def _met(s: dict[str, Any]) -> str:
+    if s.get("met_by") == "gap":
+        return f"yes: within {BOUND_GAP:.2f}x of the bound, which allows less than the target"
+    if s["met"]:
+        return "yes"
+    if s["bound_allows"] is not None and s["bound_allows"] < s["target"]:
+        return f"no: more than {BOUND_GAP:.2f}x the bound, which allows less than the target"
+    return "no"
 
 
 TABLE_START, TABLE_END = "<!-- twin_goals table -->", "<!-- /twin_goals table -->"
