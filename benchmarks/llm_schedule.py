@@ -1,0 +1,173 @@
+"""What the LLM twin alone allows a workload of dependent calls: its scheduler and step model
+run with no wall clock, every call sent the moment its inputs are ready, nothing else costing
+time. Not a lower bound (another schedule could do better); a reference that says how much of a
+run's distance from its bound is the engine's, whoever drives it.
+
+A query is a chain of levels; a level's calls (prompt tokens, output tokens) go out together
+once the level before has finished, plus a fixed delay for the non-LLM work between them
+(retrieval, rerank). Prompts share no prefix (no prefix-cache hits), so prefill is the most
+these calls can need. `cap`: at most that many prompt tokens sent and not yet prefilled, what
+a client pacing its requests would do; it is what a smaller `max_num_batched_tokens` does
+inside vLLM too (`config`).
+
+    python -m accel.benchmarks.llm_schedule --profile h100-8b
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import heapq
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from accel.engines.twin.profile import LLMConfig, LLMCost, load_profile
+from accel.engines.twin.scheduler import Scheduler, Seq
+
+Call = tuple[int, int]
+"""(prompt tokens, output tokens)."""
+
+
+@dataclass(frozen=True)
+class Chain:
+    levels: tuple[tuple[Call, ...], ...]
+    delays: tuple[float, ...] = ()
+    """Seconds of other work after level i, before level i + 1 (missing: none)."""
+
+    def delay(self, level: int) -> float:
+        return self.delays[level] if level < len(self.delays) else 0.0
+
+
+class _Plan:
+    """Output tokens that never end a request early: `max_tokens` ends it."""
+
+    eos_id = None
+
+    def token(self, position: int) -> int:
+        return 1
+
+
+def latencies(chains: Sequence[Chain], arrivals: Sequence[float], cost: LLMCost, config: LLMConfig,
+              cap: int | None = None) -> list[float]:
+    """Each chain's latency from its arrival, with every call sent as soon as its level is ready
+    (or, with `cap`, once the prompt tokens in flight and not yet prefilled leave room)."""
+    scheduler = Scheduler(config)
+    ready = [(at, chain, 0) for chain, at in enumerate(arrivals)]
+    heapq.heapify(ready)
+    outstanding: dict[int, int] = {}
+    waiting: list[tuple[float, int, int, Call]] = []
+    unprefilled: dict[Seq, int] = {}
+    owner: dict[Seq, tuple[int, int]] = {}
+    done: dict[int, float] = {}
+    now, ids = 0.0, 0
+    while ready or waiting or scheduler.running or scheduler.waiting:
+        while ready and ready[0][0] <= now:
+            at, chain, level = heapq.heappop(ready)
+            calls = chains[chain].levels[level]
+            outstanding[chain] = len(calls)
+            waiting.extend((at, chain, level, call) for call in calls)
+        waiting.sort()
+        held = []
+        for at, chain, level, (prompt, out) in waiting:
+            pending = sum(unprefilled.values())
+            if cap is not None and pending and pending + prompt > cap:
+                held.append((at, chain, level, (prompt, out)))
+                continue
+            ids += 1
+            seq = Seq(str(ids), list(range(ids * 100_000, ids * 100_000 + prompt)), out, _Plan())  # type: ignore[arg-type]
+            scheduler.add(seq)
+            unprefilled[seq], owner[seq] = prompt, (chain, level)
+        waiting = held
+        step = scheduler.plan()
+        if step is None:  # idle until the next level is ready
+            if not ready:
+                raise RuntimeError("calls held with nothing in flight: the cap is below a prompt")
+            now = max(now, ready[0][0])
+            continue
+        now += cost.step_s(step.prefill_tokens, len(step.prefill), len(step.decode), step.context_tokens,
+                           step.prefill_pairs)
+        for seq, _ in scheduler.finish(step):
+            unprefilled.pop(seq, None)
+            if seq.finished is None:
+                continue
+            chain, level = owner.pop(seq)
+            outstanding[chain] -= 1
+            if outstanding[chain]:
+                continue
+            if level + 1 < len(chains[chain].levels):
+                heapq.heappush(ready, (now + chains[chain].delay(level), chain, level + 1))
+            else:
+                done[chain] = now
+    return [done[chain] - arrivals[chain] for chain in range(len(chains))]
+
+
+# The goal workloads' shapes on the twins: prompt tokens per call from their reports (32
+# queries' `prompt_tokens` over their calls), answers ended where the twin ends them
+# (`answer_tokens` 8-96) or at the examples' `max_tokens` of 32, and the non-LLM steps of a lone
+# query (the reports' `lone_queries.steps_s`) after the first level.
+SHAPES: dict[str, tuple[tuple[tuple[int, int], ...], ...]] = {
+    "advanced RAG LangChain": (((60, 80),), ((170, 220),), ((170, 220),), ((170, 220),)),
+    "advanced RAG LlamaIndex": (((90, 110),), ((330, 390),), ((330, 390),), ((330, 390),)),
+    "research graph": (((35, 50),), ((70, 110), (70, 110)), ((250, 400),)),
+    "multi-agent": (((35, 50),), ((70, 110), (70, 110), (70, 110)), ((150, 220),)),
+}
+DELAY_S = {"advanced RAG LangChain": 0.03, "advanced RAG LlamaIndex": 0.03}
+
+
+def workload(name: str, queries: int, seed: int, max_tokens: int = 32) -> list[Chain]:
+    rng = random.Random(seed)
+    delay = DELAY_S.get(name, 0.0)
+    return [Chain(tuple(tuple((rng.randint(*prompt), min(rng.randint(8, 96), max_tokens)) for prompt in level)
+                        for level in SHAPES[name]), (delay,))
+            for _ in range(queries)]
+
+
+def poisson(queries: int, rate: float, seed: int) -> list[float]:
+    rng, at, out = random.Random(seed), 0.0, []
+    for _ in range(queries):
+        out.append(at)
+        at += rng.expovariate(rate)
+    return out
+
+
+def _p95(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * 0.95
+    low = int(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m accel.benchmarks.llm_schedule", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--profile", default="h100-8b")
+    parser.add_argument("--queries", type=int, default=32)
+    parser.add_argument("--rate", type=float, default=11.5, help="Poisson arrivals per second")
+    parser.add_argument("--seeds", type=int, default=3)
+    args = parser.parse_args()
+    profile = load_profile(args.profile)
+    cost, config = profile.llm, profile.llm_config
+    small = dataclasses.replace(config, max_num_batched_tokens=512)
+    print(f"{profile.label}: the LLM twin alone, every call sent when ready (medians of {args.seeds} seeds)")
+    print(f"{'workload':<24} {'mode':<8} {'alone s':>8} {'as sent s':>10} {'x alone':>8} {'budget 512':>11} {'cap 512':>8}")
+    for name in SHAPES:
+        for mode in ("batch", "poisson"):
+            rows = []
+            for seed in range(args.seeds):
+                chains = workload(name, args.queries, seed)
+                arrivals = [0.0] * len(chains) if mode == "batch" else poisson(len(chains), args.rate, seed)
+                alone = [latencies([c], [0.0], cost, config)[0] for c in chains]
+                stat = max if mode == "batch" else _p95
+                sent = stat(latencies(chains, arrivals, cost, config))
+                rows.append((stat(alone), sent, stat(latencies(chains, arrivals, cost, small)),
+                             stat(latencies(chains, arrivals, cost, config, cap=512))))
+            alone_s, sent_s, budget_s, cap_s = (sorted(col)[len(col) // 2] for col in zip(*rows))
+            print(f"{name:<24} {mode:<8} {alone_s:>8.3f} {sent_s:>10.3f} {sent_s / alone_s:>7.2f}x "
+                  f"{budget_s:>11.3f} {cap_s:>8.3f}")
+    print("batch: makespan against the longest query alone; poisson: p95 latency against the lone queries' p95.")
+
+
+if __name__ == "__main__":
+    main()
