@@ -112,7 +112,7 @@ class Measured:
         where no query was run alone)."""
         if not caps or not any(self.lone_llm_calls):
             return [None] * len(self.lone_llm_calls)
-        steps = statistics.median(sum(r.critical.steps.values()) for r in caps)
+        steps = _steps(caps)
         return [llm_path(c, self.spec.llm_levels(len(c))) + steps if c else None for c in self.lone_llm_calls]
 
     def floors(self, r: CapacityRound, own: Sequence[float | None], queries: int) -> list[float]:
@@ -130,9 +130,8 @@ class Measured:
         paths = [p for p in self.paths(caps) if p is not None]
         if not paths:
             return None
-        steps = statistics.median(sum(r.critical.steps.values()) for r in caps)
         return {"queries": len(paths), "longest_s": max(paths), "median_s": statistics.median(paths),
-                "steps_s": steps}
+                "steps_s": _steps(caps)}
 
     def value(self, summary: dict[str, Any], rate: float | None = None) -> float | None:
         """The bound's headline: the systems' statistic over rounds (mean of a single run's
@@ -154,6 +153,11 @@ class Measured:
                 if bound is not None and measured is not None and measured < bound * (1 - ROUNDING):
                     found.append({"system": name, "rate": rate, "measured_s": measured, "bound_s": bound})
         return found
+
+
+def _steps(caps: Sequence[CapacityRound]) -> float:
+    """The rounds' median time of a query's non-LLM steps (embedding, search, rerank)."""
+    return statistics.median(sum(r.critical.steps.values()) for r in caps)
 
 
 def settle(measured: Measured, rounds: list[Round | None], meter: Callable[[int], Round | None],

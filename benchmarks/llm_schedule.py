@@ -102,25 +102,34 @@ def latencies(chains: Sequence[Chain], arrivals: Sequence[float], cost: LLMCost,
     return [done[chain] - arrivals[chain] for chain in range(len(chains))]
 
 
-# The goal workloads' shapes on the twins: prompt tokens per call from their reports (32
-# queries' `prompt_tokens` over their calls), answers ended where the twin ends them
-# (`answer_tokens` 8-96) or at the examples' `max_tokens` of 32, and the non-LLM steps of a lone
-# query (the reports' `lone_queries.steps_s`) after the first level.
-SHAPES: dict[str, tuple[tuple[tuple[int, int], ...], ...]] = {
-    "advanced RAG LangChain": (((60, 80),), ((170, 220),), ((170, 220),), ((170, 220),)),
-    "advanced RAG LlamaIndex": (((90, 110),), ((330, 390),), ((330, 390),), ((330, 390),)),
-    "research graph": (((35, 50),), ((70, 110), (70, 110)), ((250, 400),)),
-    "multi-agent": (((35, 50),), ((70, 110), (70, 110), (70, 110)), ((150, 220),)),
+# The goal workloads' shapes on the twins: prompt tokens per call from their reports (the
+# queries' `prompt_tokens` over their calls: 657 a query for advanced RAG LangChain, 1,192
+# LlamaIndex, 530 research graph, 491 multi-agent, 1,079 map-reduce-lcel, 2,997 a chat
+# conversation), answers ended where the twin ends them (`answer_tokens` 8-96) or at the
+# examples' `max_tokens` of 32, and the non-LLM steps of a lone query (the reports'
+# `lone_queries.steps_s`) after the first level. Queries: the goals' batch sizes.
+@dataclass(frozen=True)
+class Shape:
+    levels: tuple[tuple[tuple[int, int], ...], ...]
+    queries: int = 32
+    delay_s: float = 0.0
+
+
+SHAPES = {
+    "advanced RAG LangChain": Shape((((60, 80),), ((170, 220),), ((170, 220),), ((170, 220),)), delay_s=0.03),
+    "advanced RAG LlamaIndex": Shape((((90, 110),), ((330, 390),), ((330, 390),), ((330, 390),)), delay_s=0.03),
+    "research graph": Shape((((35, 50),), ((70, 110),) * 2, ((250, 400),))),
+    "multi-agent": Shape((((35, 50),), ((70, 110),) * 3, ((150, 220),))),
+    "map-reduce-lcel": Shape((((90, 110),) * 8, ((250, 350),))),
+    "chat": Shape((((700, 800),), ((120, 180),), ((800, 900),), ((170, 230),), ((950, 1050),)), queries=16),
 }
-DELAY_S = {"advanced RAG LangChain": 0.03, "advanced RAG LlamaIndex": 0.03}
 
 
-def workload(name: str, queries: int, seed: int, max_tokens: int = 32) -> list[Chain]:
-    rng = random.Random(seed)
-    delay = DELAY_S.get(name, 0.0)
+def workload(name: str, queries: int | None = None, seed: int = 0, max_tokens: int = 32) -> list[Chain]:
+    shape, rng = SHAPES[name], random.Random(seed)
     return [Chain(tuple(tuple((rng.randint(*prompt), min(rng.randint(8, 96), max_tokens)) for prompt in level)
-                        for level in SHAPES[name]), (delay,))
-            for _ in range(queries)]
+                        for level in shape.levels), (shape.delay_s,))
+            for _ in range(queries or shape.queries)]
 
 
 def poisson(queries: int, rate: float, seed: int) -> list[float]:
@@ -143,7 +152,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m accel.benchmarks.llm_schedule", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", default="h100-8b")
-    parser.add_argument("--queries", type=int, default=32)
+    parser.add_argument("--queries", type=int, help="queries per workload (default: the goal's)")
     parser.add_argument("--rate", type=float, default=11.5, help="Poisson arrivals per second")
     parser.add_argument("--seeds", type=int, default=3)
     args = parser.parse_args()
@@ -156,7 +165,7 @@ def main() -> None:
         for mode in ("batch", "poisson"):
             rows = []
             for seed in range(args.seeds):
-                chains = workload(name, args.queries, seed)
+                chains = workload(name, args.queries, seed=seed)
                 arrivals = [0.0] * len(chains) if mode == "batch" else poisson(len(chains), args.rate, seed)
                 alone = [latencies([c], [0.0], cost, config)[0] for c in chains]
                 stat = max if mode == "batch" else _p95
