@@ -5,8 +5,8 @@ run's distance from its bound is the engine's, whoever drives it.
 
 A query is a chain of levels; a level's calls (prompt tokens, output tokens) go out together
 once the level before has finished, plus a fixed delay for the non-LLM work between them
-(retrieval, rerank). Prompts share no prefix (no prefix-cache hits), so prefill is the most
-these calls can need. `cap`: at most that many prompt tokens sent and not yet prefilled, what
+(retrieval, rerank). A call's prompt is the tokens the engine must compute: prompts share no
+prefix here, so a workload's prompts are sized by their uncached tokens. `cap`: at most that many prompt tokens sent and not yet prefilled, what
 a client pacing its requests would do; it is what a smaller `max_num_batched_tokens` does
 inside vLLM too (`config`).
 
@@ -105,30 +105,40 @@ def latencies(chains: Sequence[Chain], arrivals: Sequence[float], cost: LLMCost,
 # The goal workloads' shapes on the twins: prompt tokens per call from their reports (the
 # queries' `prompt_tokens` over their calls: 657 a query for advanced RAG LangChain, 1,192
 # LlamaIndex, 530 research graph, 491 multi-agent, 1,079 map-reduce-lcel, 2,997 a chat
-# conversation), answers ended where the twin ends them (`answer_tokens` 8-96) or at the
-# examples' `max_tokens` of 32, and the non-LLM steps of a lone query (the reports'
-# `lone_queries.steps_s`) after the first level. Queries: the goals' batch sizes.
+# conversation), less the share the prefix cache served (`cached_fraction`: the templates'
+# heads, a conversation's history), answers ended where the twin ends them (`answer_tokens`
+# 8-96) or at the examples' `max_tokens` of 32, and the non-LLM steps of a lone query (the
+# reports' `lone_queries.steps_s`) after the first level. Queries: the goals' batch sizes.
 @dataclass(frozen=True)
 class Shape:
     levels: tuple[tuple[tuple[int, int], ...], ...]
+    cached: float
     queries: int = 32
     delay_s: float = 0.0
+    rate: float | None = None
+    """The Poisson goal's rate (stock's saturation rate in the suite's batch run), where it has one."""
 
 
 SHAPES = {
-    "advanced RAG LangChain": Shape((((60, 80),), ((170, 220),), ((170, 220),), ((170, 220),)), delay_s=0.03),
-    "advanced RAG LlamaIndex": Shape((((90, 110),), ((330, 390),), ((330, 390),), ((330, 390),)), delay_s=0.03),
-    "research graph": Shape((((35, 50),), ((70, 110),) * 2, ((250, 400),))),
-    "multi-agent": Shape((((35, 50),), ((70, 110),) * 3, ((150, 220),))),
-    "map-reduce-lcel": Shape((((90, 110),) * 8, ((250, 350),))),
-    "chat": Shape((((700, 800),), ((120, 180),), ((800, 900),), ((170, 230),), ((950, 1050),)), queries=16),
+    "advanced RAG LangChain": Shape((((60, 80),), ((170, 220),), ((170, 220),), ((170, 220),)), 0.21, delay_s=0.03,
+                                    rate=11.69),
+    "advanced RAG LlamaIndex": Shape((((90, 110),), ((330, 390),), ((330, 390),), ((330, 390),)), 0.15, delay_s=0.03,
+                                     rate=11.366),
+    "research graph": Shape((((35, 50),), ((70, 110),) * 2, ((250, 400),)), 0.19),
+    "multi-agent": Shape((((35, 50),), ((70, 110),) * 3, ((150, 220),)), 0.23),
+    "map-reduce-lcel": Shape((((90, 110),) * 8, ((250, 350),)), 0.12),
+    "chat": Shape((((700, 800),), ((120, 180),), ((800, 900),), ((170, 230),), ((950, 1050),)), 0.23, queries=16),
 }
 
 
 def workload(name: str, queries: int | None = None, seed: int = 0, max_tokens: int = 32) -> list[Chain]:
+    """`queries` chains of the workload's shape, each call's prompt its uncached tokens."""
     shape, rng = SHAPES[name], random.Random(seed)
-    return [Chain(tuple(tuple((rng.randint(*prompt), min(rng.randint(8, 96), max_tokens)) for prompt in level)
-                        for level in shape.levels), (shape.delay_s,))
+
+    def call(prompt: tuple[int, int]) -> Call:
+        return max(1, round(rng.randint(*prompt) * (1 - shape.cached))), min(rng.randint(8, 96), max_tokens)
+
+    return [Chain(tuple(tuple(call(prompt) for prompt in level) for level in shape.levels), (shape.delay_s,))
             for _ in range(queries or shape.queries)]
 
 
@@ -153,7 +163,7 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", default="h100-8b")
     parser.add_argument("--queries", type=int, help="queries per workload (default: the goal's)")
-    parser.add_argument("--rate", type=float, default=11.5, help="Poisson arrivals per second")
+    parser.add_argument("--rate", type=float, help="Poisson arrivals per second (default: the goal's, where it has one)")
     parser.add_argument("--seeds", type=int, default=3)
     args = parser.parse_args()
     profile = load_profile(args.profile)
@@ -161,12 +171,13 @@ def main() -> None:
     small = dataclasses.replace(config, max_num_batched_tokens=512)
     print(f"{profile.label}: the LLM twin alone, every call sent when ready (medians of {args.seeds} seeds)")
     print(f"{'workload':<24} {'mode':<8} {'alone s':>8} {'as sent s':>10} {'x alone':>8} {'budget 512':>11} {'cap 512':>8}")
-    for name in SHAPES:
-        for mode in ("batch", "poisson"):
+    for name, shape in SHAPES.items():
+        rate = args.rate or shape.rate
+        for mode in ("batch", "poisson") if rate else ("batch",):
             rows = []
             for seed in range(args.seeds):
                 chains = workload(name, args.queries, seed=seed)
-                arrivals = [0.0] * len(chains) if mode == "batch" else poisson(len(chains), args.rate, seed)
+                arrivals = [0.0] * len(chains) if mode == "batch" else poisson(len(chains), rate, seed)
                 alone = [latencies([c], [0.0], cost, config)[0] for c in chains]
                 stat = max if mode == "batch" else _p95
                 sent = stat(latencies(chains, arrivals, cost, config))
