@@ -117,6 +117,8 @@ def test_batch_and_poisson_modes(stack: StackConfig, tmp_path: Path, monkeypatch
         assert at["systems"]["accel-topology"]["equal_rate"] == 1.0
         assert at["systems"]["llamadistpc"]["latency"]["p95"] > 0
     assert all(at["bound_p95_s"] > 0 for at in online["rates"])
+    lone = online["capacity_bound"]["lone_queries"]  # stock-sequential ran each query alone, timed
+    assert lone["queries"] == 2 and lone["longest_s"] >= lone["median_s"] > 0
     _check_bound(online)
     assert online["bound"]["kind"] == "capacity" and online["bound"]["value_s"] == online["rates"][-1]["bound_p95_s"]
     written = plots.plot(online, tmp_path / "online.png")
