@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import SimpleNamespace
 from typing import Any
 
 from accel.benchmarks.runner import run_system
@@ -35,13 +36,8 @@ class _Driver:
     def timing(self) -> Iterator[Any]:
         calls: list[float] = []
         self._local.timer = calls
-
-        class Timer:
-            def durations(self) -> list[float]:
-                return list(calls)
-
         try:
-            yield Timer()
+            yield SimpleNamespace(durations=lambda: list(calls))
         finally:
             self._local.timer = None
 
