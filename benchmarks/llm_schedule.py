@@ -81,8 +81,9 @@ def latencies(chains: Sequence[Chain], arrivals: Sequence[float], cost: LLMCost,
         waiting = held
         step = scheduler.plan()
         if step is None:  # idle until the next level is ready
-            if not ready:
-                raise RuntimeError("calls held with nothing in flight: the cap is below a prompt")
+            if not ready:  # requests wait that the scheduler cannot admit: more than its KV cache holds
+                raise RuntimeError("llm_schedule: the twin's scheduler admits none of the waiting requests "
+                                   "(their prompts exceed its KV cache); use shorter prompts or fewer queries")
             now = max(now, ready[0][0])
             continue
         now += cost.step_s(step.prefill_tokens, len(step.prefill), len(step.decode), step.context_tokens,
