@@ -161,7 +161,7 @@ def _compare(config: BenchConfig, stack: Any, progress: Progress, indexed: Index
         runs = _runs(config, systems, apps, driver, workload, rates, reset, stack, meter, rounds, progress)
     runs_at = [{name: rs[i] for name, rs in runs.items() if i < len(rs)} for i in range(len(rates))]
     arrivals = {rate: workload.with_arrivals(rate).arrivals for rate in rates if rate}
-    lone = runs_at[-1].get(STOCK_SEQUENTIAL) if runs_at else None  # batch / Poisson: every query timed alone
+    lone = runs_at[-1].get(STOCK_SEQUENTIAL) if runs_at and config.mode != "single" else None  # every query timed alone
     measured = bounds.Measured(spec, config.mode, config.queries, arrivals, lone.llm_calls if lone else ())
     summary = bounds.settle(measured, rounds, lambda i: meter.round(i % len(workload.questions)), dict(zip(rates, runs_at)),
                             progress=progress)

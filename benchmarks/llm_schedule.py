@@ -22,6 +22,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from accel.benchmarks.metrics import percentile
+from accel.benchmarks.workload import poisson_arrivals
 from accel.engines.twin.profile import LLMConfig, LLMCost, load_profile
 from accel.engines.twin.scheduler import Scheduler, Seq
 
@@ -143,22 +145,6 @@ def workload(name: str, queries: int | None = None, seed: int = 0, max_tokens: i
             for _ in range(queries or shape.queries)]
 
 
-def poisson(queries: int, rate: float, seed: int) -> list[float]:
-    rng, at, out = random.Random(seed), 0.0, []
-    for _ in range(queries):
-        out.append(at)
-        at += rng.expovariate(rate)
-    return out
-
-
-def _p95(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * 0.95
-    low = int(pos)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m accel.benchmarks.llm_schedule", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -178,9 +164,9 @@ def main() -> None:
             rows = []
             for seed in range(args.seeds):
                 chains = workload(name, args.queries, seed=seed)
-                arrivals = [0.0] * len(chains) if mode == "batch" else poisson(len(chains), rate, seed)
+                arrivals = [0.0] * len(chains) if mode == "batch" else poisson_arrivals(len(chains), rate, seed)
                 alone = [latencies([c], [0.0], cost, config)[0] for c in chains]
-                stat = max if mode == "batch" else _p95
+                stat = max if mode == "batch" else (lambda values: percentile(values, 95))
                 sent = stat(latencies(chains, arrivals, cost, config))
                 rows.append((stat(alone), sent, stat(latencies(chains, arrivals, cost, small)),
                              stat(latencies(chains, arrivals, cost, config, cap=512))))

@@ -70,6 +70,14 @@ def _timed(driver: Driver, app: Any, question: str, clock: Callable[[], float] =
     return clock() - start, text, error
 
 
+def _alone(driver: Driver, app: Any, question: str) -> tuple[tuple[float, str | None, str | None], list[float]]:
+    """One query run alone, and its LLM call durations (none where it failed): its own
+    critical path, for the batch and Poisson bounds."""
+    with driver.timing() as timer:
+        result = _timed(driver, app, question)
+    return result, timer.durations() if result[2] is None else []
+
+
 def _record(run: SystemRun, results: Sequence[tuple[float | None, str | None, str | None]]) -> SystemRun:
     for latency, text, error in results:
         run.latencies.append(latency if error is None else None)
@@ -93,9 +101,9 @@ def run_batch(driver: Driver, app: Any, questions: Sequence[str], run: SystemRun
     if not system.concurrent:
         results = []
         for q in questions:
-            with driver.timing() as timer:
-                results.append(_timed(driver, app, q))
-            run.llm_calls.append(timer.durations() if results[-1][2] is None else [])
+            result, calls = _alone(driver, app, q)
+            results.append(result)
+            run.llm_calls.append(calls)
         run.makespan_s = time.perf_counter() - start
         return _record(run, results)
     outs = driver.batch(app, questions, concurrency)
@@ -120,9 +128,7 @@ def run_poisson(driver: Driver, app: Any, questions: Sequence[str], arrivals: Se
         if system.concurrent:
             _, text, error = _timed(driver, app, question)
         else:
-            with driver.timing() as timer:
-                _, text, error = _timed(driver, app, question)
-            lone[i] = timer.durations() if error is None else []
+            (_, text, error), lone[i] = _alone(driver, app, question)
         return time.perf_counter() - due, text, error
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"bench-{system.name}") as pool:
