@@ -8,7 +8,9 @@ times add up; engines on different devices run side by side, so the busiest devi
 
     makespan >= max over devices of  sum over its engines of  queries * items_per_query / throughput
 
-On this project's machine every engine shares the same two CPU cores (one device). The bound
+On this project's machine every engine shares the same two CPU cores (one device); on GPU
+twins each twin models its own device (the LLM's steps, each encoder server's stream), so their
+work overlaps and the busiest decides (`twin_run.devices`). The bound
 assumes an engine measured alone uses the device as well as it could when sharing it; on a
 machine whose engines scale poorly across cores, overlapping engines can come a little under it.
 

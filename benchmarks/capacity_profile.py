@@ -26,11 +26,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .apps import ExampleSpec
-from .capacity_bound import EngineWork
+from .capacity_bound import ONE_DEVICE, EngineWork
 from .lower_bound import fastest
 
 TEXT_SIZES: tuple[int, ...] = (1, 4, 8, 16, 32)
@@ -119,12 +119,15 @@ async def llm_speedups(base_url: str, model: str, prompt_text: str, max_tokens: 
 class CapacityProbe:
     """Each engine's work per query at its best batch size, measurable once per bound round:
     the models are loaded once, the first round profiles every batch size and later rounds
-    only batch 1 (the LLM's reference) and the best size found."""
+    only batch 1 (the LLM's reference) and the best size found. `devices`: the device each
+    engine ("embed", "rerank", "llm") computes on, where they are not all one (`ONE_DEVICE`)."""
 
-    def __init__(self, spec: ExampleSpec, stack: Any, questions: Sequence[str], chunks: Sequence[str], queries: int) -> None:
+    def __init__(self, spec: ExampleSpec, stack: Any, questions: Sequence[str], chunks: Sequence[str], queries: int,
+                 devices: Mapping[str, str] | None = None) -> None:
         from .encoders import encoders_for
 
         self.spec, self.stack, self.queries = spec, stack, queries
+        self.devices = dict(devices or {})
         self.best: dict[tuple[str, int], int] = {}
         self.texts = [questions[i % len(questions)] for i in range(TEXT_MOST)]
         self.pairs = [(questions[i % len(questions)], chunks[i % len(chunks)]) for i in range(TEXT_MOST)]
@@ -141,7 +144,7 @@ class CapacityProbe:
         top = ladder_top(self.queries * per_query, TEXT_MOST)
         size, rate = best_of(text_throughputs(run, self._ladder(engine, TEXT_SIZES, top), top))
         self.best[(engine, top)] = size
-        return EngineWork(engine, per_query, unit, rate, size)
+        return EngineWork(engine, per_query, unit, rate, size, self.devices.get(engine, ONE_DEVICE))
 
     def work(self, llm_s_per_query: float, llm_width: int = 1, progress: Progress = lambda _: None) -> list[EngineWork]:
         """Each engine's work per query at its best measured batch size up to what the workload
@@ -161,5 +164,5 @@ class CapacityProbe:
                                             self._ladder("llm", LLM_SIZES, top), most=top))
         size, gain = best_of(speedups)
         self.best[("llm", top)] = size
-        work.append(EngineWork("llm", llm_s_per_query, "batch-1 s", gain, size))
+        work.append(EngineWork("llm", llm_s_per_query, "batch-1 s", gain, size, self.devices.get("llm", ONE_DEVICE)))
         return work

@@ -183,7 +183,8 @@ def _meter(config: BenchConfig, stack: Any, driver: Any, apps: Apps, indexed: In
                 return None
         return timer.durations()
 
-    capacity = None if config.mode == "single" else CapacityProbe(spec, stack, questions, chunks, config.queries)
+    capacity = None if config.mode == "single" else CapacityProbe(spec, stack, questions, chunks, config.queries,
+                                                                   twin_run.devices(config.twin) if config.twin else None)
     return bounds.Meter(spec, time_stock, encoder_probe(spec, stack, driver, indexed.index, questions, chunks), capacity, progress)
 
 

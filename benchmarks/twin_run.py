@@ -39,3 +39,16 @@ def simulated(profile: str, lag_before: float | None, lag_after: float | None) -
 
     lag = None if lag_before is None or lag_after is None else lag_after - lag_before
     return {"profile": profile, "label": load_profile(profile).label, "twin_lag_s": lag}
+
+
+def devices(profile: str) -> dict[str, str]:
+    """The device each engine's work runs on, as the twins of `profile` model it (for the
+    capacity bound, whose engines on one device add up and on separate devices overlap). A GPU
+    profile's twins each sleep for their own device, the LLM's steps and each encoder server's
+    one stream, so one twin's work never delays another's; a profile of engines on this
+    machine's cores (`host_cores`) burns those cores, one device, as the real stack does ({})."""
+    from accel.engines.twin.profile import load_profile
+
+    if load_profile(profile).host_cores is not None:
+        return {}
+    return {engine: f"{engine} twin" for engine in ("llm", "embed", "rerank")}

@@ -50,6 +50,9 @@ def test_a_twin_run_is_labelled_simulated_and_answers_as_stock(twin_stack: Stack
     assert report["equal_rate"]["accel-topology"] == 1.0
     assert report["systems"]["accel-topology"]["failed_queries"] == 0
     assert report["capacity_bound"] is not None
+    # the GPU twins each model their own device: the bound overlaps their work instead of adding it
+    assert {e["engine"]: e["device"] for e in report["capacity_bound"]["engines"]} == {
+        "embed": "embed twin", "rerank": "rerank twin", "llm": "llm twin"}
     # what the front end spent per query: the engines are in the twins' process, so only the
     # app and accel count; accel's loop is part of the process's time
     spent = report["systems"]["accel-topology"]["front_end"]
