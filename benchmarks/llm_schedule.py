@@ -1,7 +1,8 @@
 """What the LLM twin alone allows a workload of dependent calls: its scheduler and step model
 run with no wall clock, every call sent the moment its inputs are ready, nothing else costing
 time. Not a lower bound (another schedule could do better); a reference that says how much of a
-run's distance from its bound is the engine's, whoever drives it.
+run's distance from its bound is the engine's, whoever drives it. Beside it, `step_floor`: what
+no schedule of a batch's calls can beat on the same step model, prefill charged in full.
 
 A query is a chain of levels; a level's calls (prompt tokens, output tokens) go out together
 once the level before has finished, plus a fixed delay for the non-LLM work between them
@@ -105,6 +106,36 @@ def latencies(chains: Sequence[Chain], arrivals: Sequence[float], cost: LLMCost,
     return [done[chain] - arrivals[chain] for chain in range(len(chains))]
 
 
+def step_floor(chains: Sequence[Chain], cost: LLMCost, config: LLMConfig) -> float:
+    """No schedule of these chains, sent together to one engine of this step model, ends
+    sooner: a lower bound on the makespan, where `latencies` is one schedule's.
+
+    A step costs g(x) = (a^p + (c x)^p)^(1/p) over the x tokens it computes, plus terms linear
+    in its sequences and their context. g is convex, so N steps that compute T tokens between
+    them cost at least N g(T / N) = ((N a)^p + (c T)^p)^(1/p), which grows with N; and there are
+    at least as many steps as the longest chain needs on its own: per level, its slowest call's
+    prefill chunks and one step per token after the first. T is every call's prompt plus its
+    tokens after the first; the linear terms add each call's own share (a prefill chunk and its
+    decode steps, each decode step over the context so far). Unlike the critical path, it
+    charges the others' prefill to the makespan; unlike the capacity bound, it credits prefill
+    no gain from batching."""
+    budget = config.max_num_batched_tokens
+    floor = min(cost.floor_s, cost.one_token_floor_s or cost.floor_s)
+
+    def steps(call: Call) -> int:
+        prompt, out = call
+        return -(-prompt // budget) + out - 1
+
+    longest = max((sum(max(steps(call) for call in level) for level in chain.levels if level) for chain in chains),
+                  default=0)
+    calls = [call for chain in chains for level in chain.levels for call in level]
+    tokens = sum(prompt + out - 1 for prompt, out in calls)
+    body = ((longest * floor) ** cost.overlap_p + (cost.per_token_s * tokens) ** cost.overlap_p) ** (1 / cost.overlap_p)
+    seqs = sum(-(-prompt // budget) + out - 1 for prompt, out in calls)
+    context = sum((out - 1) * prompt + out * (out - 1) // 2 for prompt, out in calls)
+    return body + cost.per_seq_s * seqs + cost.per_context_token_s * context
+
+
 # The goal workloads' shapes on the twins: prompt tokens per call from their reports (the
 # queries' `prompt_tokens` over their calls: 657 a query for advanced RAG LangChain, 1,192
 # LlamaIndex, 530 research graph, 491 multi-agent, 1,079 map-reduce-lcel, 2,997 a chat
@@ -157,7 +188,8 @@ def main() -> None:
     cost, config = profile.llm, profile.llm_config
     small = dataclasses.replace(config, max_num_batched_tokens=512)
     print(f"{profile.label}: the LLM twin alone, every call sent when ready (medians of {args.seeds} seeds)")
-    print(f"{'workload':<24} {'mode':<8} {'alone s':>8} {'as sent s':>10} {'x alone':>8} {'budget 512':>11} {'cap 512':>8}")
+    print(f"{'workload':<24} {'mode':<8} {'alone s':>8} {'floor s':>8} {'as sent s':>10} {'x alone':>8} {'budget 512':>11} "
+          f"{'cap 512':>8}")
     for name, shape in SHAPES.items():
         rate = args.rate or shape.rate
         for mode in ("batch", "poisson") if rate else ("batch",):
@@ -168,12 +200,17 @@ def main() -> None:
                 alone = [latencies([c], [0.0], cost, config)[0] for c in chains]
                 stat = max if mode == "batch" else (lambda values: percentile(values, 95))
                 sent = stat(latencies(chains, arrivals, cost, config))
-                rows.append((stat(alone), sent, stat(latencies(chains, arrivals, cost, small)),
+                floor = max(stat(alone), step_floor(chains, cost, config)) if mode == "batch" else None
+                rows.append((stat(alone), floor, sent, stat(latencies(chains, arrivals, cost, small)),
                              stat(latencies(chains, arrivals, cost, config, cap=512))))
-            alone_s, sent_s, budget_s, cap_s = (sorted(col)[len(col) // 2] for col in zip(*rows))
-            print(f"{name:<24} {mode:<8} {alone_s:>8.3f} {sent_s:>10.3f} {sent_s / alone_s:>7.2f}x "
+            alone_s, floor_s, sent_s, budget_s, cap_s = (None if None in col else sorted(col)[len(col) // 2]
+                                                         for col in zip(*rows))
+            floor_text = "n/a" if floor_s is None else f"{floor_s:.3f}"
+            print(f"{name:<24} {mode:<8} {alone_s:>8.3f} {floor_text:>8} {sent_s:>10.3f} {sent_s / alone_s:>7.2f}x "
                   f"{budget_s:>11.3f} {cap_s:>8.3f}")
     print("batch: makespan against the longest query alone; poisson: p95 latency against the lone queries' p95.")
+    print("floor: no schedule of a batch's calls ends sooner on this step model (`step_floor`), nor before its "
+          "longest query alone.")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from accel.benchmarks.llm_schedule import Chain, latencies, workload
+import dataclasses
+
+from accel.benchmarks.llm_schedule import SHAPES, Chain, latencies, step_floor, workload
 from accel.engines.twin.profile import load_profile
 
 PROFILE = load_profile("h100-8b")
@@ -45,3 +47,42 @@ def test_a_cap_holds_prompts_until_those_in_flight_are_prefilled() -> None:
     assert second > first  # one prompt at a time: the second waits for the first's prefill
     both = latencies(two, [0.0, 0.0], COST, CONFIG)
     assert both[0] == both[1] and first < both[0] < second  # uncapped: prefilled in one step together
+
+
+@pytest.mark.parametrize("profile", ["h100-8b", "cpu-reference"])
+def test_no_schedule_the_twin_runs_beats_the_step_floor(profile: str) -> None:
+    twin = load_profile(profile)
+    small = dataclasses.replace(twin.llm_config, max_num_batched_tokens=512)
+    for name in SHAPES:
+        for seed in range(2):
+            chains = workload(name, 8, seed=seed)
+            for config, cap in ((twin.llm_config, None), (twin.llm_config, 512), (small, None)):
+                makespan = max(latencies(chains, [0.0] * len(chains), twin.llm, config, cap=cap))
+                assert step_floor(chains, twin.llm, config) <= makespan * (1 + 1e-9), (name, seed, cap)
+
+
+def test_the_step_floor_is_exact_for_one_prefill_and_charges_every_prompt_of_a_batch() -> None:
+    one = [Chain((((300, 1),),))]
+    assert step_floor(one, COST, CONFIG) == pytest.approx(latencies(one, [0.0], COST, CONFIG)[0])
+    heavy = [Chain((((2000, 4),),))] * 32  # prefill-heavy: the decode's batch gain does not help
+    [alone] = latencies(heavy[:1], [0.0], COST, CONFIG)
+    floor = step_floor(heavy, COST, CONFIG)
+    assert floor >= 32 * 2000 * COST.per_token_s > 2 * alone
+    assert floor <= max(latencies(heavy, [0.0] * 32, COST, CONFIG))
+
+
+def test_the_command_prints_each_batch_floor_between_the_lone_query_and_the_schedule(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from accel.benchmarks import llm_schedule
+
+    monkeypatch.setattr("sys.argv", ["llm_schedule", "--queries", "4", "--seeds", "1"])
+    llm_schedule.main()
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if " batch " in line or " poisson " in line]
+    assert len(rows) == sum(2 if shape.rate else 1 for shape in SHAPES.values())
+    for row in rows:
+        mode = "batch" if "batch" in row else "poisson"
+        alone, floor, sent = row[row.index(mode) + 1:row.index(mode) + 4]
+        if mode == "poisson":
+            assert floor == "n/a"
+        else:
+            assert float(alone) <= float(floor) <= float(sent)
