@@ -115,8 +115,8 @@ def step_floor(chains: Sequence[Chain], cost: LLMCost, config: LLMConfig) -> flo
     them cost at least N g(T / N) = ((N a)^p + (c T)^p)^(1/p), which grows with N; and there are
     at least as many steps as the longest chain needs on its own: per level, its slowest call's
     prefill chunks and one step per token after the first. T is every call's prompt plus its
-    tokens after the first; the linear terms add each call's own share (a prefill chunk and its
-    decode steps, each decode step over the context so far). Unlike the critical path, it
+    tokens after the first; the linear terms add each call's own share (a sequence in each of its
+    steps, each decode step over the context so far). Unlike the critical path, it
     charges the others' prefill to the makespan; unlike the capacity bound, it credits prefill
     no gain from batching."""
     budget = config.max_num_batched_tokens
@@ -131,9 +131,8 @@ def step_floor(chains: Sequence[Chain], cost: LLMCost, config: LLMConfig) -> flo
     calls = [call for chain in chains for level in chain.levels for call in level]
     tokens = sum(prompt + out - 1 for prompt, out in calls)
     body = ((longest * floor) ** cost.overlap_p + (cost.per_token_s * tokens) ** cost.overlap_p) ** (1 / cost.overlap_p)
-    seqs = sum(-(-prompt // budget) + out - 1 for prompt, out in calls)
     context = sum((out - 1) * prompt + out * (out - 1) // 2 for prompt, out in calls)
-    return body + cost.per_seq_s * seqs + cost.per_context_token_s * context
+    return body + cost.per_seq_s * sum(steps(call) for call in calls) + cost.per_context_token_s * context
 
 
 # The goal workloads' shapes on the twins: prompt tokens per call from their reports (the
