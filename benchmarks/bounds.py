@@ -2,7 +2,8 @@
 
 - single: the critical-path bound of a lone query (`lower_bound.py`), against mean latency;
 - batch: the capacity bound (`capacity_bound.py`), never below the longest query's own critical
-  path (every query timed alone in stock-sequential's run), against the makespan;
+  path (every query timed alone in stock-sequential's run), nor, on engine twins, below the
+  step floor of the run's LLM calls (`step_floor.py`), against the makespan;
 - poisson: the capacity bound's per-query latencies for the run's arrivals, each never below
   that query's own critical path (timed alone in stock-sequential's run), against p95.
 
@@ -80,6 +81,9 @@ class Measured:
     """Batch and Poisson: stock's LLM call durations of every query of the run, in query order,
     each query run alone (stock-sequential's run, timed); a query's entry is empty where it
     failed, the whole sequence where stock-sequential did not run."""
+    step_floor: dict[str, Any] | None = None
+    """Batch on engine twins: what no schedule of the run's LLM calls beats on the twin's step
+    model (`step_floor.run_floor`; its `value_s`); no round of the batch bound lies below it."""
 
     def key(self, r: Round) -> float:
         """The value a re-measured round must beat to replace the old one."""
@@ -95,8 +99,10 @@ class Measured:
         caps.sort(key=self.key)
         lone = self.lone(caps)
         longest = lone["longest_s"] if lone else 0.0
+        floor = self.step_floor["value_s"] if self.step_floor and self.mode == "batch" else 0.0
         out = {"critical_path": lower_bound(self.spec, [r.critical for r in caps]), "lone_queries": lone,
-               "per_round_s": [max(self.key(r), longest) for r in caps],
+               "step_floor": self.step_floor if self.mode == "batch" else None,
+               "per_round_s": [max(self.key(r), longest, floor) for r in caps],
                "engines": [asdict(w) for w in caps[len(caps) // 2].work] if caps else []}
         if self.mode == "batch":
             return out | spread(out["per_round_s"])

@@ -15,28 +15,44 @@ from typing import Any, Protocol
 
 from accel.engines.errors import InvalidRequest
 
+from .call_usage import CallUsage, from_langchain, from_llamaindex, request_digest
+
 
 @dataclass
 class LLMTimes:
-    """(start, end) of each LLM call, in perf_counter seconds, in the order they started."""
+    """(start, end) of each LLM call, in perf_counter seconds, in the order they started, and
+    what each asked of the engine where its response said (`call_usage`)."""
 
     calls: list[tuple[float, float]] = field(default_factory=list)
-    _open: dict[Any, float] = field(default_factory=dict)
+    usages: dict[tuple[float, float], CallUsage | None] = field(default_factory=dict)
+    _open: dict[Any, tuple[float, str]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def start(self, key: Any) -> None:
+    def start(self, key: Any, request: str = "") -> None:
         with self._lock:
-            self._open[key] = time.perf_counter()
+            self._open[key] = (time.perf_counter(), request)
 
-    def end(self, key: Any) -> None:
+    def end(self, key: Any, usage: Callable[[str], CallUsage | None] | None = None) -> None:
+        """`usage`: reads the call's usage, given its request digest."""
         with self._lock:
-            began = self._open.pop(key, None)
-            if began is not None:
-                self.calls.append((began, time.perf_counter()))
+            opened = self._open.pop(key, None)
+        if opened is None:
+            return
+        began, request = opened
+        call = (began, time.perf_counter())
+        read = usage(request) if usage is not None else None
+        with self._lock:
+            self.calls.append(call)
+            self.usages[call] = read
 
     def durations(self) -> list[float]:
         with self._lock:
             return [end - start for start, end in sorted(self.calls)]
+
+    def usage(self) -> list[CallUsage | None]:
+        """Each call's usage, in the order of `durations`."""
+        with self._lock:
+            return [self.usages.get(call) for call in sorted(self.calls)]
 
 
 class Driver(Protocol):
@@ -108,13 +124,13 @@ def _LangChainTimer(times: LLMTimes) -> Any:  # noqa: N802 - builds a handler cl
 
     class Timer(BaseCallbackHandler):
         def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any, **kw: Any) -> None:
-            times.start(run_id)
+            times.start(run_id, request_digest(messages, kw.get("invocation_params")))
 
         def on_llm_start(self, serialized: Any, prompts: Any, *, run_id: Any, **kw: Any) -> None:
-            times.start(run_id)
+            times.start(run_id, request_digest(prompts, kw.get("invocation_params")))
 
         def on_llm_end(self, response: Any, *, run_id: Any, **kw: Any) -> None:
-            times.end(run_id)
+            times.end(run_id, lambda request: from_langchain(response, request))
 
     return Timer()
 
@@ -193,10 +209,12 @@ class LlamaIndexDriver:
                 return "AccelBenchLLMTimer"
 
             def handle(self, event: Any, **kwargs: Any) -> None:
-                if isinstance(event, (LLMCompletionStartEvent, LLMChatStartEvent)):
-                    times.start(event.span_id)
+                if isinstance(event, LLMChatStartEvent):
+                    times.start(event.span_id, request_digest(event.messages, event.additional_kwargs, event.model_dict))
+                elif isinstance(event, LLMCompletionStartEvent):
+                    times.start(event.span_id, request_digest(event.prompt, event.additional_kwargs, event.model_dict))
                 elif isinstance(event, (LLMCompletionEndEvent, LLMChatEndEvent)):
-                    times.end(event.span_id)
+                    times.end(event.span_id, lambda request: from_llamaindex(event.response, request))
 
         dispatcher = instrument.get_dispatcher()
         handler = Timer()

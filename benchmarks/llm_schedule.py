@@ -24,22 +24,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from accel.benchmarks.metrics import percentile
+from accel.benchmarks.step_floor import Call, Chain, step_floor
 from accel.benchmarks.workload import poisson_arrivals
 from accel.engines.twin.profile import LLMConfig, LLMCost, load_profile
 from accel.engines.twin.scheduler import Scheduler, Seq
 
-Call = tuple[int, int]
-"""(prompt tokens, output tokens)."""
-
-
-@dataclass(frozen=True)
-class Chain:
-    levels: tuple[tuple[Call, ...], ...]
-    delays: tuple[float, ...] = ()
-    """Seconds of other work after level i, before level i + 1 (missing: none)."""
-
-    def delay(self, level: int) -> float:
-        return self.delays[level] if level < len(self.delays) else 0.0
+__all__ = ["SHAPES", "Call", "Chain", "latencies", "step_floor", "workload"]
 
 
 class _Plan:
@@ -104,35 +94,6 @@ def latencies(chains: Sequence[Chain], arrivals: Sequence[float], cost: LLMCost,
             else:
                 done[chain] = now
     return [done[chain] - arrivals[chain] for chain in range(len(chains))]
-
-
-def step_floor(chains: Sequence[Chain], cost: LLMCost, config: LLMConfig) -> float:
-    """No schedule of these chains, sent together to one engine of this step model, ends
-    sooner: a lower bound on the makespan, where `latencies` is one schedule's.
-
-    A step costs g(x) = (a^p + (c x)^p)^(1/p) over the x tokens it computes, plus terms linear
-    in its sequences and their context. g is convex, so N steps that compute T tokens between
-    them cost at least N g(T / N) = ((N a)^p + (c T)^p)^(1/p), which grows with N; and there are
-    at least as many steps as the longest chain needs on its own: per level, its slowest call's
-    prefill chunks and one step per token after the first. T is every call's prompt plus its
-    tokens after the first; the linear terms add each call's own share (a sequence in each of its
-    steps, each decode step over the context so far). Unlike the critical path, it
-    charges the others' prefill to the makespan; unlike the capacity bound, it credits prefill
-    no gain from batching."""
-    budget = config.max_num_batched_tokens
-    floor = min(cost.floor_s, cost.one_token_floor_s or cost.floor_s)
-
-    def steps(call: Call) -> int:
-        prompt, out = call
-        return -(-prompt // budget) + out - 1
-
-    longest = max((sum(max(steps(call) for call in level) for level in chain.levels if level) for chain in chains),
-                  default=0)
-    calls = [call for chain in chains for level in chain.levels for call in level]
-    tokens = sum(prompt + out - 1 for prompt, out in calls)
-    body = ((longest * floor) ** cost.overlap_p + (cost.per_token_s * tokens) ** cost.overlap_p) ** (1 / cost.overlap_p)
-    context = sum((out - 1) * prompt + out * (out - 1) // 2 for prompt, out in calls)
-    return body + cost.per_seq_s * sum(steps(call) for call in calls) + cost.per_context_token_s * context
 
 
 # The goal workloads' shapes on the twins: prompt tokens per call from their reports (the

@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .call_usage import CallUsage
 from .drivers import Driver
 from .systems import Apps, System
 
@@ -46,6 +47,7 @@ class SystemRun:
     makespan_s: float | None = None
     setup_error: str | None = None
     llm_calls: list[list[float]] = field(default_factory=list)  # per query: LLM call durations timed for the bound
+    llm_usage: list[list[CallUsage | None]] = field(default_factory=list)  # per query: those calls' tokens, same order
     prompt_cache: dict[str, Any] | None = None  # the server's prompt / cached tokens during the run
     encoder_requests: dict[str, int] | None = None  # HTTP requests to each encoder server, warm-up excluded
     front_end: dict[str, Any] | None = None  # this process's CPU time per query (benchmarks/front_end.py)
@@ -70,12 +72,15 @@ def _timed(driver: Driver, app: Any, question: str, clock: Callable[[], float] =
     return clock() - start, text, error
 
 
-def _alone(driver: Driver, app: Any, question: str) -> tuple[tuple[float, str | None, str | None], list[float]]:
-    """One query run alone, and its LLM call durations (none where it failed): its own
-    critical path, for the batch and Poisson bounds."""
+def _alone(driver: Driver, app: Any, question: str) -> tuple[tuple[float, str | None, str | None], list[float],
+                                                               list[CallUsage | None]]:
+    """One query run alone, its LLM call durations and their usage (none where it failed): its
+    own critical path, for the batch and Poisson bounds, and its calls' tokens, for the step floor."""
     with driver.timing() as timer:
         result = _timed(driver, app, question)
-    return result, timer.durations() if result[2] is None else []
+    if result[2] is not None:
+        return result, [], []
+    return result, timer.durations(), timer.usage()
 
 
 def _record(run: SystemRun, results: Sequence[tuple[float | None, str | None, str | None]]) -> SystemRun:
@@ -101,9 +106,10 @@ def run_batch(driver: Driver, app: Any, questions: Sequence[str], run: SystemRun
     if not system.concurrent:
         results = []
         for q in questions:
-            result, calls = _alone(driver, app, q)
+            result, calls, usage = _alone(driver, app, q)
             results.append(result)
             run.llm_calls.append(calls)
+            run.llm_usage.append(usage)
         run.makespan_s = time.perf_counter() - start
         return _record(run, results)
     outs = driver.batch(app, questions, concurrency)
@@ -128,7 +134,7 @@ def run_poisson(driver: Driver, app: Any, questions: Sequence[str], arrivals: Se
         if system.concurrent:
             _, text, error = _timed(driver, app, question)
         else:
-            (_, text, error), lone[i] = _alone(driver, app, question)
+            (_, text, error), lone[i], _ = _alone(driver, app, question)
         return time.perf_counter() - due, text, error
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"bench-{system.name}") as pool:

@@ -243,6 +243,9 @@ def bound_line(report: dict[str, Any]) -> str:
     stat = what.get(bound["metric"], bound["metric"])
     if bound.get("rounds"):
         stat += f"; min {bound['min_s']:.2f}, median {bound['median_s']:.2f} over {bound['rounds']} rounds"
+    floor = (report.get("capacity_bound") or {}).get("step_floor")
+    if floor:
+        stat += f"; never below the LLM's step floor, {floor['value_s']:.2f} s"
     if bound.get("established") is False:
         return f"{bound['kind']} bound not established: {_violation(bound)} ({stat})"
     return f"{bound['kind']} bound: {bound['value_s']:.2f} s ({stat})"

@@ -10,9 +10,12 @@ measured time is this machine rather than the modelled hardware.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import httpx
+
+from .runner import SystemRun
 
 _LAG = re.compile(r"^twin:lag_seconds_total(?:\{[^}]*\})?\s+([0-9.eE+-]+)$", re.MULTILINE)
 
@@ -52,3 +55,17 @@ def devices(profile: str) -> dict[str, str]:
     if load_profile(profile).host_cores is not None:
         return {}
     return {engine: f"{engine} twin" for engine in ("llm", "embed", "rerank")}
+
+
+def step_floor(profile: str, levels: Callable[[int], list[int]], lone: SystemRun, runs: Iterable[SystemRun]) -> dict[str, Any] | None:
+    """A batch's step floor on the twins of `profile` (`step_floor.run_floor`), from
+    stock-sequential's lone calls (`lone`), never charging more prompt tokens than the run
+    that computed the fewest (`runs`, the server's counters) did."""
+    from accel.engines.twin.profile import load_profile
+
+    from .step_floor import run_floor
+
+    twin = load_profile(profile)
+    computed = [run.prompt_cache["prompt_tokens"] - run.prompt_cache["cached_tokens"]
+                for run in runs if run.ok and run.prompt_cache]
+    return run_floor(lone.llm_usage, levels, twin.llm, twin.llm_config, min(computed, default=None))

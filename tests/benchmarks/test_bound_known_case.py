@@ -95,6 +95,9 @@ class FakeRag:
             def durations(self) -> list[float]:
                 return list(calls)
 
+            def usage(self) -> list[None]:  # fake engines report no tokens: no step floor
+                return [None] * len(calls)
+
         try:
             yield Timer()
         finally:

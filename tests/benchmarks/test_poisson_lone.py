@@ -37,7 +37,7 @@ class _Driver:
         calls: list[float] = []
         self._local.timer = calls
         try:
-            yield SimpleNamespace(durations=lambda: list(calls))
+            yield SimpleNamespace(durations=lambda: list(calls), usage=lambda: [None] * len(calls))
         finally:
             self._local.timer = None
 

@@ -53,6 +53,12 @@ def test_a_twin_run_is_labelled_simulated_and_answers_as_stock(twin_stack: Stack
     # the GPU twins each model their own device: the bound overlaps their work instead of adding it
     assert {e["engine"]: e["device"] for e in report["capacity_bound"]["engines"]} == {
         "embed": "embed twin", "rerank": "rerank twin", "llm": "llm twin"}
+    # the batch bound is never below the LLM's step floor of the run's own calls, each counted
+    # with the tokens its response reported (four queries of four calls each)
+    floor = report["capacity_bound"]["step_floor"]
+    assert floor["calls"] == 16 and floor["distinct_calls"] == 16 and floor["answer_tokens"] > 16
+    assert 0 < floor["value_s"] <= min(s["makespan_s"] for s in report["systems"].values())
+    assert min(report["capacity_bound"]["per_round_s"]) >= floor["value_s"]
     # what the front end spent per query: the engines are in the twins' process, so only the
     # app and accel count; accel's loop is part of the process's time
     spent = report["systems"]["accel-topology"]["front_end"]

@@ -1,0 +1,80 @@
+"""The batch bound's step floor from a run's own calls (benchmarks/step_floor.py:run_floor): each
+timed LLM call's usage as its response reports it (benchmarks/call_usage.py), equal requests
+counted once, prompts never charged above what a system was seen to compute."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from accel.benchmarks.call_usage import CallUsage, from_langchain, from_llamaindex
+from accel.benchmarks.drivers import LangChainDriver
+from accel.benchmarks.step_floor import Chain, run_floor, step_floor
+from accel.engines.twin.profile import load_profile
+
+TWIN = load_profile("h100-8b")
+COST, CONFIG = TWIN.llm, TWIN.llm_config
+
+
+def sequential(n: int) -> list[int]:
+    return [1] * n
+
+
+def test_the_langchain_timer_records_each_calls_usage_and_request() -> None:
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+
+    answers = [AIMessage(content=text, usage_metadata={"input_tokens": 120, "output_tokens": 9, "total_tokens": 129,
+                                                       "input_token_details": {"cache_read": 48}})
+               for text in ("one", "two", "three")]
+    model = GenericFakeChatModel(messages=iter(answers))
+    with LangChainDriver().timing() as timer:
+        model.invoke("the same question")
+        model.invoke("the same question")
+        model.invoke("another question")
+    first, again, other = timer.usage()
+    assert len(timer.durations()) == 3
+    assert (first.prompt_tokens, first.cached_tokens, first.completion_tokens, first.computed_tokens) == (120, 48, 9, 72)
+    assert first.request == again.request != other.request
+
+
+def test_usage_is_read_from_the_openai_shapes_of_either_framework() -> None:
+    token_usage = {"prompt_tokens": 300, "completion_tokens": 32, "prompt_tokens_details": {"cached_tokens": 256}}
+    assert from_langchain(SimpleNamespace(generations=[], llm_output={"token_usage": token_usage}), "r") == CallUsage(300, 256, 32, "r")
+    as_object = SimpleNamespace(usage=SimpleNamespace(prompt_tokens=300, completion_tokens=32, prompt_tokens_details=None))
+    assert from_llamaindex(SimpleNamespace(raw=as_object), "r") == CallUsage(300, 0, 32, "r")
+    assert from_llamaindex(SimpleNamespace(raw={"usage": token_usage}), "r") == CallUsage(300, 256, 32, "r")
+    # a stream without usage: nothing to count
+    assert from_llamaindex(SimpleNamespace(raw={"choices": []}), "r") is None
+    assert from_langchain(SimpleNamespace(generations=[], llm_output=None), "r") is None
+
+
+def _queries(n: int, request: str = "") -> list[list[CallUsage | None]]:
+    return [[CallUsage(400, 100, 32, f"{request}{q}.{i}" if request else "") for i in range(3)] for q in range(n)]
+
+
+def test_a_runs_floor_is_the_step_floor_of_its_calls_by_level() -> None:
+    floor = run_floor(_queries(8, "q"), sequential, COST, CONFIG)
+    chains = [Chain((((300, 32),), ((300, 32),), ((300, 32),)))] * 8
+    assert floor["value_s"] == pytest.approx(step_floor(chains, COST, CONFIG))
+    assert (floor["calls"], floor["distinct_calls"], floor["computed_tokens"], floor["answer_tokens"]) == (24, 24, 7200, 768)
+    # the levels matter: three calls side by side need a third of the steps in a row
+    assert run_floor(_queries(8, "q"), lambda n: [n], COST, CONFIG)["value_s"] < floor["value_s"]
+
+
+def test_equal_requests_count_once_and_the_prompts_never_exceed_what_a_system_computed() -> None:
+    distinct = run_floor(_queries(8, "q"), sequential, COST, CONFIG)
+    repeated = run_floor([[CallUsage(400, 100, 32, f"same.{i}") for i in range(3)] for _ in range(8)], sequential,
+                         COST, CONFIG)
+    assert repeated["distinct_calls"] == 3 and repeated["value_s"] < distinct["value_s"]
+    capped = run_floor(_queries(8, "q"), sequential, COST, CONFIG, computed_cap=3600)
+    assert capped["computed_tokens"] <= 3600 and capped["prompt_scale"] == pytest.approx(0.5)
+    assert capped["value_s"] < distinct["value_s"]
+    assert run_floor(_queries(8, "q"), sequential, COST, CONFIG, computed_cap=10**6)["value_s"] == distinct["value_s"]
+
+
+def test_no_floor_where_a_query_failed_or_a_call_reported_no_usage() -> None:
+    assert run_floor([*_queries(3, "q"), []], sequential, COST, CONFIG) is None
+    assert run_floor([*_queries(3, "q"), [None]], sequential, COST, CONFIG) is None
+    assert run_floor([], sequential, COST, CONFIG) is None
