@@ -79,7 +79,15 @@ def row(report: dict[str, Any]) -> dict[str, Any]:
             "equal": (systems.get("accel-topology") or {}).get("equal_rate"),
             "twin_lag_s": (report.get("simulated") or {}).get("twin_lag_s"),
             "stock_lag_s": (systems.get(better) or {}).get("twin_lag_s") if better else None,
-            "accel_lag_s": (systems.get("accel-topology") or {}).get("twin_lag_s")}
+            "accel_lag_s": (systems.get("accel-topology") or {}).get("twin_lag_s"),
+            "stock_cpu_ms": _cpu_ms(systems.get(better) if better else None),
+            "accel_cpu_ms": _cpu_ms(systems.get("accel-topology"))}
+
+
+def _cpu_ms(system: dict[str, Any] | None) -> float | None:
+    """This machine's CPU per query under the system (its process's, `front_end`): on twins the
+    engines model a GPU, so what else a run takes is the front end, and it differs by machine."""
+    return ((system or {}).get("front_end") or {}).get("process_cpu_ms_per_query")
 
 
 def markdown(rows: list[dict[str, Any]], label: str, validated: bool) -> str:

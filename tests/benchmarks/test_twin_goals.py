@@ -70,6 +70,18 @@ def test_the_verdict_is_the_median_and_the_bound_says_what_it_allows() -> None:
     assert "| 1.50x |" in table  # batch: 6.0 s over the 4.0 s bound, above the 1.3x target
     assert "| 1.25x: below the target |" in table  # Poisson: 2.0 s over 1.6 s, below 2x
     assert "NOT VALIDATED" in markdown([s], "simulated from measured H100 curves", validated=False)
+    assert "| n/a / n/a |" in table  # reports without the front end's CPU say so
+
+
+def test_the_table_names_the_front_ends_cpu_per_query_of_the_better_stock_and_accel() -> None:
+    reports = [report("batch", 20.0, 6.0, 4.0, {"value_s": 3.0, "accel_over_bound": 1.3}) for _ in range(3)]
+    for r, (stock_ms, accel_ms) in zip(reports, [(70.0, 50.0), (80.0, 40.0), (75.0, 60.0)]):
+        r["systems"]["stock-concurrent"]["front_end"] = {"process_cpu_ms_per_query": stock_ms}
+        r["systems"]["accel-topology"]["front_end"] = {"process_cpu_ms_per_query": accel_ms}
+        r["systems"]["stock-sequential"]["front_end"] = {"process_cpu_ms_per_query": 1.0}  # not the better stock
+    s = summary(BATCH, reports)
+    assert (s["stock_cpu_ms"], s["accel_cpu_ms"]) == (75.0, 50.0)  # medians of the runs
+    assert "| 75 / 50 |" in markdown([s], "simulated from measured H100 curves", validated=True)
 
 
 def test_the_suites_report_of_the_same_case_is_the_first_run_and_no_other(tmp_path: Path) -> None:
