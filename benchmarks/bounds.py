@@ -99,9 +99,9 @@ class Measured:
         caps.sort(key=self.key)
         lone = self.lone(caps)
         longest = lone["longest_s"] if lone else 0.0
-        floor = self.step_floor["value_s"] if self.step_floor and self.mode == "batch" else 0.0
+        floor = self.step_floor["value_s"] if self.step_floor else 0.0
         out = {"critical_path": lower_bound(self.spec, [r.critical for r in caps]), "lone_queries": lone,
-               "step_floor": self.step_floor if self.mode == "batch" else None,
+               "step_floor": self.step_floor,
                "per_round_s": [max(self.key(r), longest, floor) for r in caps],
                "engines": [asdict(w) for w in caps[len(caps) // 2].work] if caps else []}
         if self.mode == "batch":

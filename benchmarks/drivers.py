@@ -20,11 +20,10 @@ from .call_usage import CallUsage, from_langchain, from_llamaindex, request_dige
 
 @dataclass
 class LLMTimes:
-    """(start, end) of each LLM call, in perf_counter seconds, in the order they started, and
-    what each asked of the engine where its response said (`call_usage`)."""
+    """(start, end, usage) of each LLM call: perf_counter seconds, and what it asked of the
+    engine where its response said (`call_usage`)."""
 
-    calls: list[tuple[float, float]] = field(default_factory=list)
-    usages: dict[tuple[float, float], CallUsage | None] = field(default_factory=dict)
+    calls: list[tuple[float, float, CallUsage | None]] = field(default_factory=list)
     _open: dict[Any, tuple[float, str]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -34,25 +33,26 @@ class LLMTimes:
 
     def end(self, key: Any, usage: Callable[[str], CallUsage | None] | None = None) -> None:
         """`usage`: reads the call's usage, given its request digest."""
+        ended = time.perf_counter()
         with self._lock:
             opened = self._open.pop(key, None)
         if opened is None:
             return
         began, request = opened
-        call = (began, time.perf_counter())
         read = usage(request) if usage is not None else None
         with self._lock:
-            self.calls.append(call)
-            self.usages[call] = read
+            self.calls.append((began, ended, read))
+
+    def _in_order(self) -> list[tuple[float, float, CallUsage | None]]:
+        with self._lock:
+            return sorted(self.calls, key=lambda call: call[:2])
 
     def durations(self) -> list[float]:
-        with self._lock:
-            return [end - start for start, end in sorted(self.calls)]
+        return [end - start for start, end, _ in self._in_order()]
 
     def usage(self) -> list[CallUsage | None]:
         """Each call's usage, in the order of `durations`."""
-        with self._lock:
-            return [self.usages.get(call) for call in sorted(self.calls)]
+        return [read for _, _, read in self._in_order()]
 
 
 class Driver(Protocol):
