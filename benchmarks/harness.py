@@ -9,8 +9,10 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -18,7 +20,7 @@ import httpx
 
 from accel.engines.errors import InvalidRequest
 
-from . import bounds, encoder_requests, front_end, metrics, prompt_cache, spread, twin_run
+from . import bounds, encoder_requests, front_end, metrics, prompt_cache, span_timeline, spread, twin_run
 from .apps import example
 from .capacity_profile import CapacityProbe
 from .drivers import driver_for
@@ -46,12 +48,16 @@ class BenchConfig:
     modules: tuple[str, ...] = DEFAULT_MODULES
     max_chars: int = 4000
     twin: str = ""  # the engines are twins of this profile: every number is simulated
+    spans: bool = False  # record accel's primitive spans in each accel window (span_timeline.py; costs loop CPU)
 
     def check(self) -> None:
         if self.mode not in MODES:
             raise InvalidRequest("bench", f"unknown mode {self.mode!r}", f"use one of {list(MODES)}")
         if self.queries < 1 or self.concurrency < 1:
             raise InvalidRequest("bench", f"queries={self.queries}, concurrency={self.concurrency}", "use positive counts")
+        if self.spans and self.mode == "single":
+            raise InvalidRequest("bench", "spans are recorded in batch and Poisson windows only (single mode interleaves "
+                                 "the systems query by query)", "use --mode batch or --mode poisson with --spans")
         example(self.example).module(self.framework)
 
 
@@ -235,10 +241,15 @@ def _counted_runs(config: BenchConfig, systems: list[Any], apps: Apps, driver: A
                     lag.append(twin_run.lag_s(stack))
                 if counter is not None:
                     sent.append(counter.counts())
+                if recorder is not None:
+                    recorder.start(time.time_ns())
                 cpu.append(front_end.sample(loop=system.accel))
 
-            run = run_system(system, apps, driver, workload.questions, config.mode, arrivals=arrivals, rate=rate,
-                             concurrency=config.concurrency, before=reset, warmed=warmed)
+            with _spans(config.spans and system.accel) as recorder:
+                run = run_system(system, apps, driver, workload.questions, config.mode, arrivals=arrivals, rate=rate,
+                                 concurrency=config.concurrency, before=reset, warmed=warmed)
+                if recorder is not None:
+                    run.spans = recorder.rows()
             cpu_after = front_end.sample(loop=system.accel)
             if lag and lag[0] is not None and (lag_after := twin_run.lag_s(stack)) is not None:
                 run.twin_lag_s = lag_after - lag[0]  # this system's own: the run's total mixes every system's
@@ -256,6 +267,15 @@ def _counted_runs(config: BenchConfig, systems: list[Any], apps: Apps, driver: A
                 progress(f"bound round {len(rounds) + 1}: stock's LLM calls, engine throughputs")
                 rounds.append(meter.round(len(rounds) % len(workload.questions)))
     return runs
+
+
+@contextmanager
+def _spans(wanted: bool) -> Iterator[span_timeline.Recorder | None]:
+    if not wanted:
+        yield None
+        return
+    with span_timeline.recording() as recorder:
+        yield recorder
 
 
 def _app_loop_busy(driver: Any, system: Any, mode: str) -> float | None:

@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from . import span_timeline
 from .runner import SystemRun
 
 
@@ -79,4 +80,5 @@ def summarize(run: SystemRun, reference: SystemRun | None) -> dict[str, Any]:
         "encoder_requests": run.encoder_requests,
         "front_end": run.front_end,
         "twin_lag_s": run.twin_lag_s,
+        **({} if run.spans is None else {"timeline": {"nodes": span_timeline.by_node(run.spans), "spans": run.spans}}),
     }

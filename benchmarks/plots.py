@@ -35,7 +35,7 @@ def bars(report: dict[str, Any], path: Path) -> Path:
     ax.set_title(title)
     ax.tick_params(axis="x", labelrotation=35)
     fig.tight_layout()
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def latency_vs_rate(report: dict[str, Any], path: Path) -> Path:
@@ -58,7 +58,7 @@ def latency_vs_rate(report: dict[str, Any], path: Path) -> Path:
     p95_ax.legend(fontsize=7)
     fig.suptitle(f"{report['example']} · {report['framework']} · latency vs request rate")
     fig.tight_layout()
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def plot(report: dict[str, Any], path: Path) -> list[Path]:
@@ -69,7 +69,8 @@ def plot(report: dict[str, Any], path: Path) -> list[Path]:
     return written
 
 
-def _save(fig: Any, path: Path) -> Path:
+def save(fig: Any, path: Path) -> Path:
+    """Write `fig` as a PNG at `path` (folders made) and close it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)

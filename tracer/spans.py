@@ -41,6 +41,12 @@ def use_tracer_provider(provider: trace.TracerProvider | None) -> None:
     _provider["default"] = provider
 
 
+def current_tracer_provider() -> trace.TracerProvider | None:
+    """The provider `use_tracer_provider` set (None: OpenTelemetry's global one), so a caller
+    that sets its own for a while can put this one back."""
+    return _provider["default"]
+
+
 def get_tracer(provider: trace.TracerProvider | None = None) -> trace.Tracer:
     """The "accel" tracer from `provider`, else from `use_tracer_provider`'s, else from the
     global provider."""

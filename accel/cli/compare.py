@@ -136,10 +136,13 @@ def _command(name: str) -> Callable[..., None]:
                                           "every number is simulated, labelled so, with the twins' lag."),
         record_content: Path | None = typer.Option(None, help="Record each engine request and its response here "
                                                              "(JSON lines), for twins to replay (validation check 1)."),
+        spans: Path | None = typer.Option(None, help="Record accel's primitive spans in each accel window and write "
+                                                     "them here (JSON) with a timeline picture per system (PNG); "
+                                                     "recording costs accel's loop CPU."),
         verbose: bool = quiet.VERBOSE,
     ) -> None:
         quiet.configure(verbose)
-        from accel.benchmarks import plots, report as reports, summary
+        from accel.benchmarks import plots, report as reports, span_timeline, summary
         from accel.benchmarks.harness import BenchConfig, compare
 
         to_stdout = json_path == "-"
@@ -148,12 +151,16 @@ def _command(name: str) -> Callable[..., None]:
         config = BenchConfig(
             name, framework, mode, queries=queries, rates=tuple(rate),  # type: ignore[arg-type]
             systems=tuple(s for s in systems.split(",") if s), ablations=ablations, concurrency=concurrency, seed=seed,
-            twin=twin,
+            twin=twin, spans=spans is not None,
         )
         config.check()
         _check_engines(encoders, twin, private_stack)
         with _recording(record_content), Steps(err) as steps, _engines(steps, config, private_stack, encoders) as (stack, indexed):
             result = compare(config, stack, progress=steps.step, indexed=indexed)
+        if spans is not None:
+            for label, text, path in span_timeline.write(result, spans):
+                out.print(f"{label}:\n{text}", soft_wrap=True)
+                out.print(f"wrote {path}", soft_wrap=True)
         text = summary.render(result, out.width)
         verdict, _, rest = text.partition("\n\n")
         out.print(Text(verdict, style="bold"), soft_wrap=True)

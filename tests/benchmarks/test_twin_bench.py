@@ -37,7 +37,7 @@ def test_a_twin_run_is_labelled_simulated_and_answers_as_stock(twin_stack: Stack
     # label, the twins' lag and stock-equal answers, not the size; the bench's 12 default
     # modules took most of the run to index)
     config = BenchConfig("advanced-rag", framework, "batch", queries=4, systems=("stock-sequential", "accel-topology"),
-                         modules=("heapq", "bisect", "fnmatch"), max_chars=1500, twin="h100-8b")
+                         modules=("heapq", "bisect", "fnmatch"), max_chars=1500, twin="h100-8b", spans=True)
     report = compare(config, twin_stack)
     assert report["simulated"]["profile"] == "h100-8b"
     assert report["simulated"]["label"] == "simulated from measured H100 curves"
@@ -65,3 +65,10 @@ def test_a_twin_run_is_labelled_simulated_and_answers_as_stock(twin_stack: Stack
     assert spent["includes_in_process_encoders"] is False
     assert 0 < spent["loop_cpu_ms_per_query"] <= spent["process_cpu_ms_per_query"]
     assert report["systems"]["stock-sequential"]["front_end"]["loop_cpu_ms_per_query"] is None
+    # --spans: accel's own spans in its measured window, the warm-up query left out; stock has none
+    timeline = report["systems"]["accel-topology"]["timeline"]
+    queries = [r for r in timeline["spans"] if r["node"] == "accel.query"]
+    assert len(queries) == 4 and all(0 <= r["start_s"] <= r["end_s"] for r in queries)
+    assert any(r["engine"] is not None and r["name"] == "accel.Decode" for r in timeline["spans"])
+    assert sum(n["spans"] for n in timeline["nodes"]) == len(timeline["spans"])
+    assert "timeline" not in report["systems"]["stock-sequential"]
