@@ -3,9 +3,10 @@ recorded in memory for one measured window, summarised per node and drawn as a t
 
 A makespan far above its bound says that time was lost, not where. The spans say when each
 query reached each node and how long it stayed: on the `h100-8b` twins they showed the
-LlamaIndex batch's 32 reranks arriving over 0.17 s and served in five calls, the LLM's first
-round starting 0.7 s later than the bound assumes (docs/benchmarks-twin.md). Recording costs
-the loop a few microseconds a node, so a traced run is labelled as one and never a goal's run.
+LlamaIndex batch's rerank stage lying between every query's first LLM call and its last
+three, where a bound that takes the busiest device alone cannot see it
+(docs/benchmarks-twin.md). Recording costs the loop CPU, so a traced run is a diagnosis,
+never a goal's run.
 """
 
 from __future__ import annotations
@@ -55,6 +56,9 @@ class Recorder:
                 "engine": attrs.get(accel_spans.ENGINE),
                 "batch_size": attrs.get(accel_spans.BATCH_SIZE),
                 "queue_wait_s": attrs.get(accel_spans.QUEUE_WAIT_S),
+                "prompt_tokens": attrs.get(accel_spans.PROMPT_TOKENS),
+                "cached_tokens": attrs.get(accel_spans.CACHED_TOKENS),
+                "completion_tokens": attrs.get(accel_spans.COMPLETION_TOKENS),
                 "start_s": (span.start_time - origin) / 1e9,
                 "end_s": (span.end_time - origin) / 1e9,
             })
