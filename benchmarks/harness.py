@@ -11,8 +11,8 @@ import os
 import platform
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -245,7 +245,7 @@ def _counted_runs(config: BenchConfig, systems: list[Any], apps: Apps, driver: A
                     recorder.start(time.time_ns())
                 cpu.append(front_end.sample(loop=system.accel))
 
-            with _spans(config.spans and system.accel) as recorder:
+            with span_timeline.recording() if config.spans and system.accel else nullcontext() as recorder:
                 run = run_system(system, apps, driver, workload.questions, config.mode, arrivals=arrivals, rate=rate,
                                  concurrency=config.concurrency, before=reset, warmed=warmed)
                 if recorder is not None:
@@ -267,15 +267,6 @@ def _counted_runs(config: BenchConfig, systems: list[Any], apps: Apps, driver: A
                 progress(f"bound round {len(rounds) + 1}: stock's LLM calls, engine throughputs")
                 rounds.append(meter.round(len(rounds) % len(workload.questions)))
     return runs
-
-
-@contextmanager
-def _spans(wanted: bool) -> Iterator[span_timeline.Recorder | None]:
-    if not wanted:
-        yield None
-        return
-    with span_timeline.recording() as recorder:
-        yield recorder
 
 
 def _app_loop_busy(driver: Any, system: Any, mode: str) -> float | None:
