@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import uuid
+from contextlib import ExitStack
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -18,6 +19,7 @@ from accel.testing.recording import record_requests
 from accel.scope import WrappedRun, stock_call, wrapped_run
 from accel.session import get_session
 
+from ..held_engine import first_call_held
 from .conftest import TINY, sqlalchemy_url
 from .fidelity import llm_bodies, llm_exchanges
 
@@ -269,34 +271,22 @@ def test_retriever_callbacks_fire_as_stock(vectorstore, questions) -> None:
 
 def test_concurrent_runs_batch_embeddings_and_searches(vectorstore, embeddings, questions) -> None:
     session = get_session()
-    batches: dict[str, list[int]] = {"embed": [], "vectordb": []}
     inside(vectorstore.similarity_search, questions[0], k=1)  # engines started
-    spied = {}
-    for name, engine in session._engines.items():
-        if engine.kind in batches:
-            original = engine.run
-
-            async def run(batch, _original=original, _kind=engine.kind):
-                batches[_kind].append(len(batch))
-                if len(batches[_kind]) == 1:
-                    # the first call holds the engine a moment, as a busy one would: on a quiet
-                    # machine every lone call finished before the next run's arrived (batches of 1)
-                    await asyncio.sleep(0.5)
-                return await _original(batch)
-
-            spied[name] = engine
-            engine.run = run
-    try:
-        many = [q + f" ({i})" for i in range(4) for q in questions]
-        stock = [vectorstore.similarity_search(q, k=2) for q in many]
+    many = [q + f" ({i})" for i in range(4) for q in questions]
+    stock = [vectorstore.similarity_search(q, k=2) for q in many]
+    # each engine's first call is held until two more requests wait behind it, as on a busy
+    # engine: the runs that come meanwhile must share the calls after it
+    calls: dict[str, list[list[int]]] = {"embed": [], "vectordb": []}
+    with ExitStack() as held:
+        for name, engine in list(session._engines.items()):
+            if engine.kind in calls:
+                calls[engine.kind].append(held.enter_context(first_call_held(session, name)))
         with ThreadPoolExecutor(16) as pool:
             fast = list(pool.map(lambda q: contextvars.copy_context().run(inside, vectorstore.similarity_search, q, k=2), many))
-    finally:
-        for engine in spied.values():
-            del engine.run
     assert fast == stock
-    assert sum(batches["embed"]) == len(many) and max(batches["embed"]) > 1
-    assert sum(batches["vectordb"]) == len(many) and max(batches["vectordb"]) > 1
+    for kind, per_engine in calls.items():
+        sizes = [n for engine_calls in per_engine for n in engine_calls]
+        assert sum(sizes) == len(many) and max(sizes) > 1, (kind, sizes)
 
 
 def test_inert_outside_runs_and_in_stock_calls(embeddings, vectorstore, questions) -> None:
