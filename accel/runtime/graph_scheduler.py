@@ -202,13 +202,12 @@ class QueryRun:
             return node.op.output(values, [])
         try:
             requests = await gate.requests(node.op, values)
-            if not requests:
-                log.debug("%s: warm-up %s not sent, its prefix is under %d tokens", self.query_id, node.name, gate.least())
-                span.set_attribute("accel.warmup.skipped", f"prefix under {gate.least()} tokens")
-            results = await self._submit(i, node, requests, span)
         finally:
-            gate.leave()
-        return node.op.output(values, results)
+            gate.leave()  # from here its requests count in the engine's load themselves
+        if not requests:
+            log.debug("%s: warm-up %s not sent, its prefix is under %d tokens", self.query_id, node.name, gate.least())
+            span.set_attribute("accel.warmup.skipped", f"prefix under {gate.least()} tokens")
+        return node.op.output(values, await self._submit(i, node, requests, span))
 
     def _depth(self, i: int) -> int:
         """Node i's depth for topology-aware batching (below its Expand node in a sub-run)."""

@@ -27,7 +27,7 @@ from accel.runtime.programs.spare import SpareGate
 from accel.runtime.task import EngineTask
 
 if TYPE_CHECKING:
-    from accel.engines.base import Engine
+    from accel.engines.base import Engine, GenerationRequest
     from accel.ir.dynamic import Site
     from accel.runtime.engine_scheduler import EngineScheduler
     from accel.scope import WrappedRun
@@ -130,7 +130,9 @@ class Programs:
         return {name: gate.short for name, gate in self._gates.items() if gate.short}
 
     async def warm(self, recorder: RunRecorder, warms: list[Warm], values: dict[str, str]) -> None:
-        """Send one arrival's warm-ups of a run, if their LLM engine has spare capacity."""
+        """Send one arrival's warm-ups of a run, if their LLM engine has spare capacity. The
+        group counts against the gate while it tokenizes; once built, its requests count in
+        the engine's load themselves."""
         try:
             gate = self.gate(warms[0].engine)
             if not gate.try_enter():
@@ -140,25 +142,34 @@ class Programs:
                     recorder.model.count(warm.site, "busy")
                 return
             try:
-                priority = self.priorities.of(recorder.run)
-                await asyncio.gather(*(self._warm_one(recorder, warm, values, priority, gate) for warm in warms))
+                built = await asyncio.gather(*(self._build(recorder, warm, values, gate) for warm in warms))
             finally:
                 gate.leave()
+            priority = self.priorities.of(recorder.run)
+            await asyncio.gather(*(self._send(recorder, warm, op, requests, values, priority)
+                                   for warm, (op, requests) in zip(warms, built) if requests))
         finally:
             recorder.warming_done(warms)
 
-    async def _warm_one(self, recorder: RunRecorder, warm: Warm, values: dict[str, str], priority: int,
-                        gate: SpareGate) -> None:
-        if recorder.called(warm.site):
-            return  # the call came first
+    async def _build(self, recorder: RunRecorder, warm: Warm, values: dict[str, str],
+                     gate: SpareGate) -> tuple[WarmupOp, list[GenerationRequest]]:
+        """One warm-up's op and requests: none where the call came first or the prefix is too
+        short (counted)."""
         engine = self._engines[warm.engine]
         op = WarmupOp(prefix=warm.learned.flat_parts[:warm.parts], tokenize=engine.tokenize,  # type: ignore[attr-defined]
                       block_size=lambda: engine.block_size, messages=warm.learned.messages,  # type: ignore[attr-defined]
                       render_chat=engine.render_chat)  # type: ignore[attr-defined]
+        if recorder.called(warm.site):
+            return op, []
         requests = await gate.requests(op, values)
         if not requests:
             recorder.model.count(warm.site, "short")
-            return
+        return op, requests
+
+    async def _send(self, recorder: RunRecorder, warm: Warm, op: WarmupOp, requests: list[GenerationRequest],
+                    values: dict[str, str], priority: int) -> None:
+        if recorder.called(warm.site):
+            return  # the call came first
         task = EngineTask(query_id=f"program{recorder.run.program}", node=f"warm:{warm.site}", depth=0,
                           requests=list(requests), priority=priority)
         tokens = op.output(values, await self._schedulers[warm.engine].submit(task))

@@ -4,7 +4,10 @@ A warm-up is worth sending only while its LLM engine has room: with a full batch
 takes time from the requests running and gains nothing overall. `SpareGate` (one per LLM
 engine of a runtime, used on the runtime's loop only) admits a group of warm-ups while the
 engine's requests in flight plus the groups already admitted stay under `spare()` (the
-measured `accel.profiles` figure, handed in by the session). It gates both kinds of warm-up:
+measured `accel.profiles` figure, handed in by the session). A group counts from its admission
+until its requests are built (`leave`, before they are submitted): from then on they count in
+the engine's load themselves. Counted in both, a group in flight took two places, and of two
+warm-ups that start together the second was refused whenever the first had queued already. It gates both kinds of warm-up:
 learned prefill's (a program's) and the compiled graphs' (pass 3's partial prefills, the shared
 heads' warm-ups), and counts what it refused (`refused`), since each refusal is a lost
 optimisation.
@@ -41,8 +44,8 @@ class SpareGate:
         than one prefix-cache block."""
 
     def try_enter(self) -> bool:
-        """Admit one group of warm-ups (it counts as load from now on, its tokenizing first),
-        or say the engine has no spare capacity."""
+        """Admit one group of warm-ups (it counts as load from now on, while it tokenizes; call
+        `leave` once its requests are built), or say the engine has no spare capacity."""
         if self._load() + self._groups >= self._spare():
             self.refused += 1
             return False

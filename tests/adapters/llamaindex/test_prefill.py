@@ -46,8 +46,9 @@ def refine_calls(fast: Any, question: str, monkeypatch: pytest.MonkeyPatch) -> t
 @pytest.mark.engines
 def test_refine_prefix_is_prefilled_early(pg_index: Any, llm: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     engine = pg_index.as_query_engine(llm=llm, similarity_top_k=3, response_mode="refine")
-    refines, warmups = refine_calls(accel.wrap(engine), long_question(), monkeypatch)
-    assert len(refines) == 2 and warmups
+    fast = accel.wrap(engine)
+    refines, warmups = refine_calls(fast, long_question(), monkeypatch)
+    assert len(refines) == 2 and warmups, lowered(fast)._session.warmup_lines()  # why none went, if none
     first_request, first_result = refines[0]
     assert first_result.cached_tokens > 0  # only a warm-up can have cached the first refine's head
     assert first_result.cached_tokens <= len(warmed_ids(warmups[0][0]))
@@ -113,7 +114,7 @@ def test_answer_prompt_head_is_prefilled_while_retrieval_runs(pg_index: Any, llm
     assert retrieval and all(warm.name not in graph.succs(r) for r in retrieval)
     question = "music at dawn"
     warmups, answers = synthesis_calls(fast, question, monkeypatch)
-    assert warmups and len(answers) == 1  # (share_prefixes may warm the head again inside the sub-run: a cache hit)
+    assert warmups and len(answers) == 1, lowered(fast)._session.warmup_lines()  # (share_prefixes may warm the head again inside the sub-run: a cache hit)
     warmed = len(warmed_ids(warmups[0][0]))  # the first warm-up: the one beside retrieval
     block = lowered(fast)._session.get_engine(lowered(fast)._synthesis.engine_name).block_size
     assert warmed >= 2 * block and warmed % block == 0
@@ -127,7 +128,7 @@ def test_the_overlap_warm_up_alone_caches_the_head(pg_index: Any, llm: Any, monk
     one warm-up is the one that ran beside retrieval, and the call still finds the head cached."""
     fast = accel.wrap(instructed_engine(pg_index, llm), disabled_passes=["share_prefixes"])
     warmups, answers = synthesis_calls(fast, "music at dawn", monkeypatch)
-    assert len(warmups) == 1 and len(answers) == 1
+    assert len(warmups) == 1 and len(answers) == 1, lowered(fast)._session.warmup_lines()
     assert answers[0][1].cached_tokens >= len(warmed_ids(warmups[0][0])) > 0
 
 

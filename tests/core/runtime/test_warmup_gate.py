@@ -54,8 +54,10 @@ def run_three(virtual, spare: int, least: int = 0, tokenized: list[str] | None =
     return virtual(main())
 
 
-@pytest.mark.parametrize(("spare", "sent", "refused"), [(8, 3, 0), (1, 1, 2), (0, 0, 3)])
+@pytest.mark.parametrize(("spare", "sent", "refused"), [(8, 3, 0), (2, 2, 1), (1, 1, 2), (0, 0, 3)])
 def test_warm_ups_go_only_while_the_llm_has_spare_capacity(virtual, spare: int, sent: int, refused: int) -> None:
+    """A warm-up whose request is queued counts once, as load (spare 2: the second query's
+    warm-up goes beside the first's; counted as a group too, it was refused)."""
     answers, requests, gate_refused = run_three(virtual, spare)
     warm_ups = [r for r in requests if r.prompt_token_ids is not None]
     real = [r for r in requests if r.prompt_token_ids is None]
