@@ -4,13 +4,13 @@ A warm-up is worth sending only while its LLM engine has room: with a full batch
 takes time from the requests running and gains nothing overall. `SpareGate` (one per LLM
 engine of a runtime, used on the runtime's loop only) admits a group of warm-ups while the
 engine's requests in flight plus the groups already admitted stay under `spare()` (the
-measured `accel.profiles` figure, handed in by the session). A group counts from its admission
-until its requests are built (`leave`, before they are submitted): from then on they count in
-the engine's load themselves. Counted in both, a group in flight took two places, and of two
-warm-ups that start together the second was refused whenever the first had queued already. It gates both kinds of warm-up:
-learned prefill's (a program's) and the compiled graphs' (pass 3's partial prefills, the shared
-heads' warm-ups), and counts what it refused (`refused`), since each refusal is a lost
-optimisation.
+measured `accel.profiles` figure, handed in by the session). A group counts from its
+admission until its requests are built (`leave`, before they are submitted): from then on they
+count in the engine's load themselves. Counted in both, a group in flight took two places, and
+of two warm-ups that start together the second was refused whenever the first had queued. It
+gates both kinds of warm-up: learned prefill's (a program's) and the compiled graphs' (pass 3's
+partial prefills, the shared heads' warm-ups), and counts what it refused (`refused`), since
+each refusal is a lost optimisation.
 
 A warm-up also pays only if its prefix is long enough: its own request costs what any request
 costs the engine and the client (`least()`: the profile's request cost over its prefill cost
