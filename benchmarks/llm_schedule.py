@@ -29,7 +29,7 @@ from accel.benchmarks.workload import poisson_arrivals
 from accel.engines.twin.profile import LLMConfig, LLMCost, load_profile
 from accel.engines.twin.scheduler import Scheduler, Seq
 
-__all__ = ["SHAPES", "Call", "Chain", "latencies", "step_floor", "workload"]
+__all__ = ["SHAPES", "Call", "Chain", "latencies", "makespan_as_sent", "shape_as_sent", "step_floor", "workload"]
 
 
 class _Plan:
@@ -96,6 +96,12 @@ def latencies(chains: Sequence[Chain], arrivals: Sequence[float], cost: LLMCost,
     return [done[chain] - arrivals[chain] for chain in range(len(chains))]
 
 
+def makespan_as_sent(chains: Sequence[Chain], cost: LLMCost, config: LLMConfig) -> float:
+    """A batch's makespan on the LLM alone, every chain starting at once and every call sent
+    when its level is ready."""
+    return max(latencies(chains, [0.0] * len(chains), cost, config))
+
+
 # The goal workloads' shapes on the twins: prompt tokens per call from their reports (the
 # queries' `prompt_tokens` over their calls: 657 a query for advanced RAG LangChain, 1,192
 # LlamaIndex, 530 research graph, 491 multi-agent, 1,079 map-reduce-lcel, 2,997 a chat
@@ -123,6 +129,24 @@ SHAPES = {
     "map-reduce-lcel": Shape((((90, 110),) * 8, ((250, 350),)), 0.12),
     "chat": Shape((((700, 800),), ((120, 180),), ((800, 900),), ((170, 230),), ((950, 1050),)), 0.23, queries=16),
 }
+
+
+def shape_as_sent(name: str, mode: str, cost: LLMCost, config: LLMConfig, seeds: int = 3) -> float | None:
+    """The workload shape's makespan (`batch`) or p95 latency at its goal's rate (`poisson`) on
+    the LLM alone, every call sent when ready: the median over `seeds` seeds. None for a shape
+    it does not know, or a Poisson mode where the shape has no rate."""
+    shape = SHAPES.get(name)
+    if shape is None or mode not in ("batch", "poisson") or (mode == "poisson" and shape.rate is None):
+        return None
+    values = []
+    for seed in range(seeds):
+        chains = workload(name, seed=seed)
+        if mode == "batch":
+            values.append(makespan_as_sent(chains, cost, config))
+        else:
+            arrivals = poisson_arrivals(len(chains), shape.rate, seed)
+            values.append(percentile(latencies(chains, arrivals, cost, config), 95))
+    return sorted(values)[len(values) // 2]
 
 
 def workload(name: str, queries: int | None = None, seed: int = 0, max_tokens: int = 32) -> list[Chain]:

@@ -68,7 +68,8 @@ def step_floor(chains: Sequence[Chain], cost: LLMCost, config: LLMConfig, served
 
 
 def run_floor(lone_usage: Sequence[Sequence[CallUsage | None]], levels: Callable[[int], list[int]], cost: LLMCost,
-              config: LLMConfig, computed_cap: int | None = None) -> dict[str, Any] | None:
+              config: LLMConfig, computed_cap: int | None = None,
+              as_sent: Callable[[list[Chain]], float] | None = None) -> dict[str, Any] | None:
     """The step floor of a batch whose queries made these calls alone (stock-sequential's run:
     each query's calls with their usage, in start order; `levels` cuts them into dependency
     levels). Equal requests count once, as one request may serve them all (accel's
@@ -76,8 +77,10 @@ def run_floor(lone_usage: Sequence[Sequence[CallUsage | None]], levels: Callable
     that run, where every earlier query's prompts were cached. `computed_cap`: the fewest
     prompt tokens any system's run computed (the server's counters); where the lone calls add up
     to more, every prompt is scaled down to it, so the floor never charges prefill that a
-    system was seen to avoid. None, with the reason logged, where a query failed or a call's
-    response carried no usage."""
+    system was seen to avoid. `as_sent`: the makespan of one schedule of the same chains (every
+    call sent when ready, `llm_schedule.makespan_as_sent`), reported beside the floor as
+    `as_sent_s`: a reference, not a bound. None, with the reason logged, where a query failed or
+    a call's response carried no usage."""
     if not lone_usage or any(not calls or any(u is None for u in calls) for calls in lone_usage):
         log.info("step floor: no floor (a query failed alone, or a response carried no usage)")
         return None
@@ -97,6 +100,7 @@ def run_floor(lone_usage: Sequence[Sequence[CallUsage | None]], levels: Callable
                 cut.append(tuple(call(u) for u in calls[at:at + width]))
             at += width
         chains.append(Chain(tuple(cut)))
-    return {"value_s": step_floor(chains, cost, config, [call(u) for u in distinct]), "calls": sum(map(len, queries)),
+    return {"value_s": step_floor(chains, cost, config, [call(u) for u in distinct]),
+            "as_sent_s": as_sent(chains) if as_sent is not None else None, "calls": sum(map(len, queries)),
             "distinct_calls": len(distinct), "computed_tokens": sum(call(u)[0] for u in distinct),
             "answer_tokens": sum(call(u)[1] for u in distinct), "prompt_scale": scale}

@@ -60,12 +60,15 @@ def devices(profile: str) -> dict[str, str]:
 def step_floor(profile: str, levels: Callable[[int], list[int]], lone: SystemRun, runs: Iterable[SystemRun]) -> dict[str, Any] | None:
     """A batch's step floor on the twins of `profile` (`step_floor.run_floor`), from
     stock-sequential's lone calls (`lone`), never charging more prompt tokens than the run
-    that computed the fewest (`runs`, the server's counters) did."""
+    that computed the fewest (`runs`, the server's counters) did; with it, `as_sent_s`, the
+    same calls on the LLM twin alone, each sent when its level is ready."""
     from accel.engines.twin.profile import load_profile
 
+    from .llm_schedule import makespan_as_sent
     from .step_floor import run_floor
 
     twin = load_profile(profile)
     computed = [run.prompt_cache["prompt_tokens"] - run.prompt_cache["cached_tokens"]
                 for run in runs if run.ok and run.prompt_cache]
-    return run_floor(lone.llm_usage, levels, twin.llm, twin.llm_config, min(computed, default=None))
+    return run_floor(lone.llm_usage, levels, twin.llm, twin.llm_config, min(computed, default=None),
+                     as_sent=lambda chains: makespan_as_sent(chains, twin.llm, twin.llm_config))

@@ -70,12 +70,14 @@ def row(report: dict[str, Any]) -> dict[str, Any]:
     better = min(stocks, key=stocks.get) if stocks else None
     accel = metric("accel-topology")
     bound = report.get("bound") or {}
+    floor = (report.get("capacity_bound") or {}).get("step_floor") or {}
     return {"example": report["example"], "framework": report["framework"], "mode": report["mode"],
             "queries": report["config"]["queries"], "better_stock": better,
             "stock_s": stocks.get(better) if better else None, "accel_s": accel,
             "speedup": stocks[better] / accel if better and accel else None,
             "bound_s": bound.get("value_s") if bound.get("established", True) else None,
             "accel_over_bound": bound.get("accel_over_bound"),
+            "as_sent_s": floor.get("as_sent_s"),
             "equal": (systems.get("accel-topology") or {}).get("equal_rate"),
             "twin_lag_s": (report.get("simulated") or {}).get("twin_lag_s"),
             "stock_lag_s": (systems.get(better) or {}).get("twin_lag_s") if better else None,

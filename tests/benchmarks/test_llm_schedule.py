@@ -86,3 +86,14 @@ def test_the_command_prints_each_batch_floor_between_the_lone_query_and_the_sche
             assert floor == "n/a"
         else:
             assert float(alone) <= float(floor) <= float(sent)
+
+
+def test_a_shapes_reference_is_its_median_seeds_makespan_or_p95_at_its_goals_rate() -> None:
+    from accel.benchmarks.llm_schedule import makespan_as_sent, shape_as_sent
+
+    batch = sorted(makespan_as_sent(workload("multi-agent", seed=seed), COST, CONFIG) for seed in range(3))[1]
+    assert shape_as_sent("multi-agent", "batch", COST, CONFIG) == batch
+    poisson = shape_as_sent("advanced RAG LangChain", "poisson", COST, CONFIG)
+    assert poisson is not None and poisson < shape_as_sent("advanced RAG LangChain", "batch", COST, CONFIG)
+    assert shape_as_sent("multi-agent", "poisson", COST, CONFIG) is None  # no goal rate for it
+    assert shape_as_sent("a workload it never saw", "batch", COST, CONFIG) is None

@@ -63,6 +63,22 @@ def test_a_runs_floor_is_the_step_floor_of_its_calls_by_level() -> None:
     assert run_floor(_queries(8, "q"), lambda n: [n], COST, CONFIG)["value_s"] < floor["value_s"]
 
 
+def test_beside_the_floor_a_run_reports_its_calls_sent_when_ready_which_the_floor_never_beats() -> None:
+    """`as_sent_s`: the same chains on the LLM twin alone, each call sent when its level is
+    ready: one schedule, so never under the floor; fan-in levels finish sooner than in a row."""
+    from accel.benchmarks.llm_schedule import makespan_as_sent
+
+    def sent(chains: list[Chain]) -> float:
+        return makespan_as_sent(chains, COST, CONFIG)
+    floor = run_floor(_queries(8, "q"), sequential, COST, CONFIG, as_sent=sent)
+    chains = [Chain((((300, 32),), ((300, 32),), ((300, 32),)))] * 8
+    assert floor["as_sent_s"] == pytest.approx(sent(chains))
+    assert floor["value_s"] <= floor["as_sent_s"]
+    side_by_side = run_floor(_queries(8, "q"), lambda n: [n], COST, CONFIG, as_sent=sent)
+    assert side_by_side["as_sent_s"] < floor["as_sent_s"]
+    assert run_floor(_queries(8, "q"), sequential, COST, CONFIG)["as_sent_s"] is None  # asked for only on twins
+
+
 def test_equal_requests_count_once_and_the_prompts_never_exceed_what_a_system_computed() -> None:
     distinct = run_floor(_queries(8, "q"), sequential, COST, CONFIG)
     repeated = run_floor([[CallUsage(400, 100, 32, f"same.{i}") for i in range(3)] for _ in range(8)], sequential,

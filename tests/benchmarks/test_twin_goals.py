@@ -145,3 +145,21 @@ def test_a_goal_above_what_its_bound_allows_becomes_the_gap_to_the_bound() -> No
     table = markdown([s, summary(POISSON, far)], "simulated", validated=True)
     assert "| yes: within 1.15x of the bound, which allows less than the target |" in table
     assert "| no: more than 1.15x the bound, which allows less than the target |" in table
+
+
+def test_what_sending_when_ready_allows_comes_from_the_runs_calls_else_from_the_shape() -> None:
+    """Beside the bound: the better stock over the LLM twin alone running the runs' own calls,
+    each sent when ready (the step floor's `as_sent_s`); reports without it (Poisson runs, older
+    reports) take the workload shape's figure, marked. Not a bound: the verdict never moves."""
+    reports = [report("batch", 20.0, 6.0, 4.0, {"value_s": 3.0, "accel_over_bound": 4.0 / 3.0}) for _ in range(3)]
+    for r, sent in zip(reports, (5.0, 4.0, 4.8)):  # stock's 6.0 s over each: 1.2x, 1.5x, 1.25x
+        r["capacity_bound"] = {"step_floor": {"value_s": 3.0, "as_sent_s": sent}}
+    s = summary(BATCH, reports, shape_as_sent_s=1.0)  # the runs' own calls win over the shape
+    assert (s["as_sent_allows"], s["as_sent_from"]) == (1.25, "runs")
+    plain = [report("batch", 20.0, 6.0, 4.0, {"value_s": 3.0, "accel_over_bound": 4.0 / 3.0}) for _ in range(3)]
+    shaped = summary(BATCH, plain, shape_as_sent_s=5.0)
+    assert (shaped["as_sent_allows"], shaped["as_sent_from"]) == (1.2, "shape")
+    assert summary(BATCH, plain)["as_sent_allows"] is None
+    assert shaped["met"] == summary(BATCH, plain)["met"] == s["met"] is True  # 1.5x: the verdict is the speed-up's
+    table = markdown([s, shaped], "simulated", validated=True)
+    assert "| 1.25x: below the target |" in table and "| 1.20x*: below the target |" in table
