@@ -10,8 +10,9 @@ from pathlib import Path
 from accel.benchmarks.twin_goals import Goal, goal_report, markdown, runs, summary
 from tests.benchmarks.test_twin_suite import report
 
-BATCH = Goal("advanced-rag", "langchain", "batch", 32, 1.3, "advanced RAG LangChain, batch 32")
-POISSON = Goal("advanced-rag", "langchain", "poisson", 32, 2.0, "advanced RAG LangChain, Poisson p95")
+BATCH = Goal("advanced-rag", "langchain", "batch", 32, 1.3, "advanced RAG LangChain, batch 32", "advanced RAG LangChain")
+POISSON = Goal("advanced-rag", "langchain", "poisson", 32, 2.0, "advanced RAG LangChain, Poisson p95",
+               "advanced RAG LangChain")
 
 
 def _suite_and_out(tmp_path: Path) -> tuple[Path, Path]:
@@ -163,3 +164,12 @@ def test_what_sending_when_ready_allows_comes_from_the_runs_calls_else_from_the_
     assert shaped["met"] == summary(BATCH, plain)["met"] == s["met"] is True  # 1.5x: the verdict is the speed-up's
     table = markdown([s, shaped], "simulated", validated=True)
     assert "| 1.25x: below the target |" in table and "| 1.20x*: below the target |" in table
+
+
+def test_every_goal_names_a_workload_shape_that_gives_its_modes_figure() -> None:
+    from accel.benchmarks.llm_schedule import SHAPES
+    from accel.benchmarks.twin_goals import GOALS
+
+    for goal in GOALS:
+        assert goal.shape in SHAPES, goal
+        assert goal.mode == "batch" or SHAPES[goal.shape].rate is not None, goal
