@@ -20,16 +20,20 @@ import argparse
 import dataclasses
 import heapq
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from accel.benchmarks.metrics import percentile
-from accel.benchmarks.step_floor import Call, Chain, step_floor
+from accel.benchmarks.step_floor import Call, Chain, Stage, step_floor
 from accel.benchmarks.workload import poisson_arrivals
-from accel.engines.twin.profile import LLMConfig, LLMCost, load_profile
+from accel.engines.twin.profile import EncoderCost, LLMConfig, LLMCost, load_profile
 from accel.engines.twin.scheduler import Scheduler, Seq
 
-__all__ = ["SHAPES", "Call", "Chain", "latencies", "makespan_as_sent", "shape_as_sent", "step_floor", "workload"]
+__all__ = ["SHAPES", "Call", "Chain", "Stage", "latencies", "makespan_as_sent", "shape_as_sent", "step_floor", "workload"]
+
+ENCODER_MAX_ITEMS = 1024
+"""The most inputs one modelled encoder call takes: accel's rerank calls reach 1,024 pairs
+(`RERANK_CALL_S`), and past 512 the `h100-8b` curves gain nothing more."""
 
 
 class _Plan:
@@ -41,11 +45,50 @@ class _Plan:
         return 1
 
 
+class _Encoder:
+    """One encoder device driven as accel's engine scheduler drives it: once free, one call
+    takes every input that has arrived (whole queries' stages, up to `max_items` unless a
+    single stage is larger), and calls run one after another, like kernels on one GPU stream.
+    A call costs what the twin charges (`EncoderCost`: padded to its longest input)."""
+
+    def __init__(self, cost: EncoderCost, max_items: int) -> None:
+        self.cost, self.max_items = cost, max_items
+        self.free_at = 0.0
+        self.queue: list[tuple[float, int, int, int, int]] = []  # (arrived, order, chain, level, stage)
+        self._order = 0
+
+    def push(self, arrived: float, chain: int, level: int, stage: int) -> None:
+        self._order += 1
+        heapq.heappush(self.queue, (arrived, self._order, chain, level, stage))
+
+    def next_start(self) -> float | None:
+        return max(self.free_at, self.queue[0][0]) if self.queue else None
+
+    def call(self, chains: Sequence[Chain]) -> tuple[float, list[tuple[int, int, int]]]:
+        """Run the next call: when it ends, and the (chain, level, stage) demands it served."""
+        start = self.next_start()
+        assert start is not None
+        taken: list[tuple[int, int, int]] = []
+        lengths: list[int] = []
+        while self.queue and self.queue[0][0] <= start:
+            stage = chains[self.queue[0][2]].stages_after(self.queue[0][3])[self.queue[0][4]]
+            if taken and len(lengths) + stage.items > self.max_items:
+                break
+            _, _, chain, level, index = heapq.heappop(self.queue)
+            taken.append((chain, level, index))
+            lengths.extend([stage.tokens] * stage.items)
+        self.free_at = start + self.cost.cost_of(lengths)
+        return self.free_at, taken
+
+
 def latencies(chains: Sequence[Chain], arrivals: Sequence[float], cost: LLMCost, config: LLMConfig,
-              cap: int | None = None) -> list[float]:
+              cap: int | None = None, encoders: Mapping[str, EncoderCost] | None = None,
+              max_items: int = ENCODER_MAX_ITEMS) -> list[float]:
     """Each chain's latency from its arrival, with every call sent as soon as its level is ready
-    (or, with `cap`, once the prompt tokens in flight and not yet prefilled leave room)."""
+    (or, with `cap`, once the prompt tokens in flight and not yet prefilled leave room). The
+    chains' encoder stages cost nothing unless `encoders` models their devices (`_Encoder`)."""
     scheduler = Scheduler(config)
+    devices = {name: _Encoder(device, max_items) for name, device in (encoders or {}).items()}
     ready = [(at, chain, 0) for chain, at in enumerate(arrivals)]
     heapq.heapify(ready)
     outstanding: dict[int, int] = {}
@@ -54,7 +97,31 @@ def latencies(chains: Sequence[Chain], arrivals: Sequence[float], cost: LLMCost,
     owner: dict[Seq, tuple[int, int]] = {}
     done: dict[int, float] = {}
     now, ids = 0.0, 0
-    while ready or waiting or scheduler.running or scheduler.waiting:
+
+    def after(at: float, chain: int, level: int, stage: int) -> None:
+        """Chain `chain` has finished level `level` and its first `stage` encoder stages at `at`."""
+        if level + 1 == len(chains[chain].levels):
+            done[chain] = at
+            return
+        stages = chains[chain].stages_after(level) if devices else ()
+        if stage < len(stages):
+            devices[stages[stage].device].push(at, chain, level, stage)
+        else:
+            heapq.heappush(ready, (at, chain, level + 1))
+
+    def run_encoders(until: float) -> None:
+        """Every encoder call that starts by `until`, in start order."""
+        while True:
+            starts = [(start, name) for name, device in devices.items() if (start := device.next_start()) is not None]
+            start, name = min(starts, default=(None, None))
+            if start is None or start > until:
+                return
+            ended, served = devices[name].call(chains)
+            for chain, level, stage in served:
+                after(ended, chain, level, stage + 1)
+
+    while ready or waiting or scheduler.running or scheduler.waiting or any(d.queue for d in devices.values()):
+        run_encoders(now)
         while ready and ready[0][0] <= now:
             at, chain, level = heapq.heappop(ready)
             calls = chains[chain].levels[level]
@@ -73,11 +140,13 @@ def latencies(chains: Sequence[Chain], arrivals: Sequence[float], cost: LLMCost,
             unprefilled[seq], owner[seq] = prompt, (chain, level)
         waiting = held
         step = scheduler.plan()
-        if step is None:  # idle until the next level is ready
-            if not ready:  # requests wait that the scheduler cannot admit: more than its KV cache holds
+        if step is None:  # idle until the next level is ready or the next encoder call starts
+            upcoming = [ready[0][0]] if ready else []
+            upcoming += [start for device in devices.values() if (start := device.next_start()) is not None]
+            if not upcoming:  # requests wait that the scheduler cannot admit: more than its KV cache holds
                 raise RuntimeError("llm_schedule: the twin's scheduler admits none of the waiting requests "
                                    "(their prompts exceed its KV cache); use shorter prompts or fewer queries")
-            now = max(now, ready[0][0])
+            now = max(now, min(upcoming))
             continue
         now += cost.step_s(step.prefill_tokens, len(step.prefill), len(step.decode), step.context_tokens,
                            step.prefill_pairs)
@@ -87,12 +156,9 @@ def latencies(chains: Sequence[Chain], arrivals: Sequence[float], cost: LLMCost,
                 continue
             chain, level = owner.pop(seq)
             outstanding[chain] -= 1
-            if outstanding[chain]:
-                continue
-            if level + 1 < len(chains[chain].levels):
-                heapq.heappush(ready, (now + chains[chain].delay(level), chain, level + 1))
-            else:
-                done[chain] = now
+            if not outstanding[chain]:
+                last = level + 1 == len(chains[chain].levels)
+                after(now if last else now + chains[chain].delay(level), chain, level, 0)
     return [done[chain] - arrivals[chain] for chain in range(len(chains))]
 
 
@@ -109,6 +175,11 @@ def makespan_as_sent(chains: Sequence[Chain], cost: LLMCost, config: LLMConfig) 
 # heads, a conversation's history), answers ended where the twin ends them (`answer_tokens`
 # 8-96) or at the examples' `max_tokens` of 32, and the non-LLM steps of a lone query (the
 # reports' `lone_queries.steps_s`) after the first level. Queries: the goals' batch sizes.
+# The advanced RAGs' encoder stages after the first level, from accel's requests to the twins
+# in a batch of 32 (2026-12-04, `h100-8b`): LangChain sent 995 rerank pairs (31 a query),
+# LlamaIndex 895 (28), whose calls took what the twin's curve charges pairs padded to about
+# 190 and 480 tokens (LlamaIndex's chunks are longer); the expanded queries' embeddings, 2 and
+# 3 a query, are short.
 @dataclass(frozen=True)
 class Shape:
     levels: tuple[tuple[tuple[int, int], ...], ...]
@@ -117,13 +188,20 @@ class Shape:
     delay_s: float = 0.0
     rate: float | None = None
     """The Poisson goal's rate (stock's saturation rate in the suite's batch run), where it has one."""
+    stages: tuple[Stage, ...] = ()
+    """Encoder calls after the first level, where their devices are modelled (`latencies`'s
+    `encoders`); `delay_s` then counts only `other_s`."""
+    other_s: float = 0.0
+    """Of `delay_s`, the steps that are no encoder call (the vector searches)."""
 
 
 SHAPES = {
     "advanced RAG LangChain": Shape((((60, 80),), ((170, 220),), ((170, 220),), ((170, 220),)), 0.21, delay_s=0.03,
-                                    rate=11.69),
+                                    rate=11.69, stages=(Stage("embed", 2, 20), Stage("rerank", 31, 190)),
+                                    other_s=0.004),
     "advanced RAG LlamaIndex": Shape((((90, 110),), ((330, 390),), ((330, 390),), ((330, 390),)), 0.15, delay_s=0.03,
-                                     rate=11.366),
+                                     rate=11.366, stages=(Stage("embed", 3, 20), Stage("rerank", 28, 480)),
+                                     other_s=0.004),
     "research graph": Shape((((35, 50),), ((70, 110),) * 2, ((250, 400),)), 0.19),
     "multi-agent": Shape((((35, 50),), ((70, 110),) * 3, ((150, 220),)), 0.23),
     "map-reduce-lcel": Shape((((90, 110),) * 8, ((250, 350),)), 0.12),
@@ -131,32 +209,38 @@ SHAPES = {
 }
 
 
-def shape_as_sent(name: str, mode: str, cost: LLMCost, config: LLMConfig, seeds: int = 3) -> float | None:
+def shape_as_sent(name: str, mode: str, cost: LLMCost, config: LLMConfig, seeds: int = 3,
+                  encoders: Mapping[str, EncoderCost] | None = None) -> float | None:
     """The workload shape's makespan (`batch`) or p95 latency at its goal's rate (`poisson`) on
-    the LLM alone, every call sent when ready: the median over `seeds` seeds. None for a shape
-    it does not know, or a Poisson mode where the shape has no rate."""
+    the LLM alone, every call sent when ready (with `encoders`, its encoder stages queued on
+    those devices): the median over `seeds` seeds. None for a shape it does not know, or a
+    Poisson mode where the shape has no rate."""
     shape = SHAPES.get(name)
     if shape is None or mode not in ("batch", "poisson") or (mode == "poisson" and shape.rate is None):
         return None
     values = []
     for seed in range(seeds):
-        chains = workload(name, seed=seed)
-        if mode == "batch":
-            values.append(makespan_as_sent(chains, cost, config))
-        else:
-            arrivals = poisson_arrivals(len(chains), shape.rate, seed)
-            values.append(percentile(latencies(chains, arrivals, cost, config), 95))
+        chains = workload(name, seed=seed, encoders=encoders is not None)
+        arrivals = [0.0] * len(chains) if mode == "batch" else poisson_arrivals(len(chains), shape.rate, seed)
+        sent = latencies(chains, arrivals, cost, config, encoders=encoders)
+        values.append(max(sent) if mode == "batch" else percentile(sent, 95))
     return sorted(values)[len(values) // 2]
 
 
-def workload(name: str, queries: int | None = None, seed: int = 0, max_tokens: int = 32) -> list[Chain]:
-    """`queries` chains of the workload's shape, each call's prompt its uncached tokens."""
+def workload(name: str, queries: int | None = None, seed: int = 0, max_tokens: int = 32,
+             encoders: bool = False) -> list[Chain]:
+    """`queries` chains of the workload's shape, each call's prompt its uncached tokens; with
+    `encoders`, its encoder stages as stages (modelled on their devices) and only the other
+    steps as the delay. The same seed draws the same calls either way."""
     shape, rng = SHAPES[name], random.Random(seed)
+    staged = encoders and bool(shape.stages)
+    delay = shape.other_s if staged else shape.delay_s
+    stages = (shape.stages,) if staged else ()
 
     def call(prompt: tuple[int, int]) -> Call:
         return max(1, round(rng.randint(*prompt) * (1 - shape.cached))), min(rng.randint(8, 96), max_tokens)
 
-    return [Chain(tuple(tuple(call(prompt) for prompt in level) for level in shape.levels), (shape.delay_s,))
+    return [Chain(tuple(tuple(call(prompt) for prompt in level) for level in shape.levels), (delay,), stages)
             for _ in range(queries or shape.queries)]
 
 
@@ -171,9 +255,10 @@ def main() -> None:
     profile = load_profile(args.profile)
     cost, config = profile.llm, profile.llm_config
     small = dataclasses.replace(config, max_num_batched_tokens=512)
+    encoders = {"embed": profile.embed, "rerank": profile.rerank}
     print(f"{profile.label}: the LLM twin alone, every call sent when ready (medians of {args.seeds} seeds)")
     print(f"{'workload':<24} {'mode':<8} {'alone s':>8} {'floor s':>8} {'as sent s':>10} {'x alone':>8} {'budget 512':>11} "
-          f"{'cap 512':>8}")
+          f"{'cap 512':>8} {'+ encoders s':>13}")
     for name, shape in SHAPES.items():
         rate = args.rate or shape.rate
         for mode in ("batch", "poisson") if rate else ("batch",):
@@ -185,16 +270,21 @@ def main() -> None:
                 stat = max if mode == "batch" else (lambda values: percentile(values, 95))
                 sent = stat(latencies(chains, arrivals, cost, config))
                 floor = max(stat(alone), step_floor(chains, cost, config)) if mode == "batch" else None
+                staged = (stat(latencies(workload(name, args.queries, seed=seed, encoders=True), arrivals, cost, config,
+                                         encoders=encoders)) if shape.stages else None)
                 rows.append((stat(alone), floor, sent, stat(latencies(chains, arrivals, cost, small)),
-                             stat(latencies(chains, arrivals, cost, config, cap=512))))
-            alone_s, floor_s, sent_s, budget_s, cap_s = (None if None in col else sorted(col)[len(col) // 2]
-                                                         for col in zip(*rows))
+                             stat(latencies(chains, arrivals, cost, config, cap=512)), staged))
+            alone_s, floor_s, sent_s, budget_s, cap_s, staged_s = (None if None in col else sorted(col)[len(col) // 2]
+                                                                   for col in zip(*rows))
             floor_text = "n/a" if floor_s is None else f"{floor_s:.3f}"
+            staged_text = "-" if staged_s is None else f"{staged_s:.3f}"
             print(f"{name:<24} {mode:<8} {alone_s:>8.3f} {floor_text:>8} {sent_s:>10.3f} {sent_s / alone_s:>7.2f}x "
-                  f"{budget_s:>11.3f} {cap_s:>8.3f}")
+                  f"{budget_s:>11.3f} {cap_s:>8.3f} {staged_text:>13}")
     print("batch: makespan against the longest query alone; poisson: p95 latency against the lone queries' p95.")
     print("floor: no schedule of a batch's calls ends sooner on this step model (`step_floor`), nor before its "
           "longest query alone.")
+    print("+ encoders: as sent, with the encoder stages queued on the twins' embed and rerank devices, each call "
+          "taking every input waiting (- : a shape without encoder stages).")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,16 @@ Call = tuple[int, int]
 
 
 @dataclass(frozen=True)
+class Stage:
+    """Encoder work a query waits for between two levels: `items` inputs of `tokens` tokens each
+    (a rerank pair counts its query and passage) on the encoder `device` ("embed", "rerank")."""
+
+    device: str
+    items: int
+    tokens: int
+
+
+@dataclass(frozen=True)
 class Chain:
     """One query's calls by dependency level: a level's calls go out together once the level
     before has finished."""
@@ -31,9 +41,15 @@ class Chain:
     levels: tuple[tuple[Call, ...], ...]
     delays: tuple[float, ...] = ()
     """Seconds of other work after level i, before level i + 1 (missing: none)."""
+    stages: tuple[tuple[Stage, ...], ...] = ()
+    """Encoder calls after level i (and its delay), one after another, before level i + 1
+    (missing: none). The step floor, an LLM figure, leaves them out."""
 
     def delay(self, level: int) -> float:
         return self.delays[level] if level < len(self.delays) else 0.0
+
+    def stages_after(self, level: int) -> tuple[Stage, ...]:
+        return self.stages[level] if level < len(self.stages) else ()
 
 
 def step_floor(chains: Sequence[Chain], cost: LLMCost, config: LLMConfig, served: Sequence[Call] | None = None) -> float:

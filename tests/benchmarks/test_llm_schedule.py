@@ -7,7 +7,7 @@ import pytest
 
 import dataclasses
 
-from accel.benchmarks.llm_schedule import SHAPES, Chain, latencies, step_floor, workload
+from accel.benchmarks.llm_schedule import SHAPES, Chain, Stage, latencies, step_floor, workload
 from accel.engines.twin.profile import load_profile
 
 PROFILE = load_profile("h100-8b")
@@ -49,6 +49,47 @@ def test_a_cap_holds_prompts_until_those_in_flight_are_prefilled() -> None:
     assert both[0] == both[1] and first < both[0] < second  # uncapped: prefilled in one step together
 
 
+def test_an_encoder_stage_costs_its_call_on_the_device_and_nothing_without_one() -> None:
+    rerank = Stage("rerank", 31, 190)
+    chain = Chain((((200, 5),), ((300, 4),)), (0.004,), ((rerank,),))
+    encoders = {"rerank": PROFILE.rerank}
+    [staged] = latencies([chain], [0.0], COST, CONFIG, encoders=encoders)
+    assert staged == pytest.approx(_alone(200, 5) + 0.004 + PROFILE.rerank.call_s(31, 190) + _alone(300, 4))
+    bare = Chain(chain.levels, chain.delays)
+    assert latencies([chain], [0.0], COST, CONFIG) == latencies([bare], [0.0], COST, CONFIG)
+
+
+def test_an_encoder_busy_with_one_call_serves_everything_that_waited_in_its_next() -> None:
+    slow = {"rerank": dataclasses.replace(PROFILE.rerank, host_s=1.0)}  # every call takes 1 s
+    assert slow["rerank"].call_s(64, 190) == pytest.approx(1.0)
+    chain = Chain((((100, 2),), ((100, 2),)), (), ((Stage("rerank", 1, 190),),))
+    arrivals = [0.0, 0.1, 0.2]
+    first, second, third = (at + latency for at, latency in
+                            zip(arrivals, latencies([chain] * 3, arrivals, COST, CONFIG, encoders=slow)))
+    assert second == pytest.approx(third)  # both waited for the first call, then shared one
+    assert second - first == pytest.approx(1.0, abs=0.05)
+    one_each = latencies([chain] * 3, arrivals, COST, CONFIG, encoders=slow, max_items=1)
+    assert arrivals[2] + one_each[2] - (arrivals[1] + one_each[1]) == pytest.approx(1.0, abs=0.05)
+
+
+def test_the_advanced_rags_queue_their_encoder_stages_behind_each_other() -> None:
+    from accel.benchmarks.llm_schedule import shape_as_sent
+
+    encoders = {"embed": PROFILE.embed, "rerank": PROFILE.rerank}
+    for name in ("advanced RAG LangChain", "advanced RAG LlamaIndex"):
+        shape = SHAPES[name]
+        lone_stages = sum(PROFILE.embed.call_s(s.items, s.tokens) if s.device == "embed" else
+                          PROFILE.rerank.call_s(s.items, s.tokens) for s in shape.stages)
+        alone = max(latencies(workload(name, 1, encoders=True), [0.0], COST, CONFIG, encoders=encoders))
+        bare = max(latencies(workload(name, 1), [0.0], COST, CONFIG))
+        assert alone - bare == pytest.approx(lone_stages + shape.other_s - shape.delay_s)
+        rerank_work = PROFILE.rerank.call_s(1024, shape.stages[-1].tokens) * shape.queries * shape.stages[-1].items / 1024
+        batch = shape_as_sent(name, "batch", COST, CONFIG, encoders=encoders)
+        assert batch > shape_as_sent(name, "batch", COST, CONFIG) and batch > rerank_work
+    assert shape_as_sent("research graph", "batch", COST, CONFIG, encoders=encoders) == \
+        shape_as_sent("research graph", "batch", COST, CONFIG)  # no encoder stages: the same figure
+
+
 @pytest.mark.parametrize("profile", ["h100-8b", "cpu-reference"])
 def test_no_schedule_the_twin_runs_beats_the_step_floor(profile: str) -> None:
     twin = load_profile(profile)
@@ -82,6 +123,8 @@ def test_the_command_prints_each_batch_floor_between_the_lone_query_and_the_sche
     for row in rows:
         mode = "batch" if "batch" in row else "poisson"
         alone, floor, sent = row[row.index(mode) + 1:row.index(mode) + 4]
+        name = " ".join(row[:row.index(mode)])
+        assert (row[-1] == "-") == (not SHAPES[name].stages), row
         if mode == "poisson":
             assert floor == "n/a"
         else:

@@ -166,6 +166,20 @@ def test_what_sending_when_ready_allows_comes_from_the_runs_calls_else_from_the_
     assert "| 1.25x: below the target |" in table and "| 1.20x*: below the target |" in table
 
 
+def test_with_the_encoders_queues_the_shapes_figure_stands_beside_the_runs_own() -> None:
+    """A shape whose encoder stages queue on the twins' devices says what the reranker's device
+    leaves; it is said beside the LLM-alone figure, marked as the shape's, and moves no verdict."""
+    reports = [report("batch", 20.0, 6.0, 4.0, {"value_s": 3.0, "accel_over_bound": 4.0 / 3.0}) for _ in range(3)]
+    for r in reports:
+        r["capacity_bound"] = {"step_floor": {"value_s": 3.0, "as_sent_s": 4.0}}
+    s = summary(BATCH, reports, shape_as_sent_s=4.2, shape_encoders_s=5.0)
+    assert (s["as_sent_allows"], s["as_sent_encoders_allows"]) == (1.5, 1.2)
+    assert s["met"] == summary(BATCH, reports)["met"]
+    assert summary(BATCH, reports)["as_sent_encoders_allows"] is None
+    table = markdown([s], "simulated", validated=True)
+    assert "| 1.50x; with the encoders' queues 1.20x*: below the target |" in table
+
+
 def test_every_goal_names_a_workload_shape_that_gives_its_modes_figure() -> None:
     from accel.benchmarks.llm_schedule import SHAPES
     from accel.benchmarks.twin_goals import GOALS
