@@ -6,10 +6,14 @@ no schedule of a batch's calls can beat on the same step model, prefill charged 
 
 A query is a chain of levels; a level's calls (prompt tokens, output tokens) go out together
 once the level before has finished, plus a fixed delay for the non-LLM work between them
-(retrieval, rerank). A call's prompt is the tokens the engine must compute: prompts share no
-prefix here, so a workload's prompts are sized by their uncached tokens. `cap`: at most that many prompt tokens sent and not yet prefilled, what
-a client pacing its requests would do; it is what a smaller `max_num_batched_tokens` does
-inside vLLM too (`config`).
+(retrieval, rerank). Given the encoders' devices (`encoders`: the twins' embed and rerank
+costs), a chain's encoder stages between levels queue there instead: one call at a time per
+device, each taking every input waiting, so 32 queries' rerank pairs take the device's time
+one after another, as they do on the twins. A call's prompt is the tokens the engine must
+compute: prompts share no prefix here, so a workload's prompts are sized by their uncached
+tokens. `cap`: at most that many prompt tokens sent and not yet prefilled, what a client pacing
+its requests would do; it is what a smaller `max_num_batched_tokens` does inside vLLM too
+(`config`).
 
     python -m accel.benchmarks.llm_schedule --profile h100-8b
 """
