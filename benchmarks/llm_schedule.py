@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from accel.benchmarks.metrics import percentile
 from accel.benchmarks.step_floor import Call, Chain, Stage, step_floor
 from accel.benchmarks.workload import poisson_arrivals
-from accel.engines.twin.profile import EncoderCost, LLMConfig, LLMCost, load_profile
+from accel.engines.twin.profile import EncoderCost, LLMConfig, LLMCost, TwinProfile, load_profile
 from accel.engines.twin.scheduler import Scheduler, Seq
 
-__all__ = ["SHAPES", "Call", "Chain", "Stage", "latencies", "makespan_as_sent", "shape_as_sent", "step_floor", "workload"]
+__all__ = ["SHAPES", "Call", "Chain", "Stage", "encoder_devices", "latencies", "makespan_as_sent", "shape_as_sent", "step_floor", "workload"]
 
 ENCODER_MAX_ITEMS = 1024
 """The most inputs one modelled encoder call takes: accel's rerank calls reach 1,024 pairs
@@ -75,14 +75,20 @@ class _Encoder:
         taken: list[tuple[int, int, int]] = []
         lengths: list[int] = []
         while self.queue and self.queue[0][0] <= start:
-            stage = chains[self.queue[0][2]].stages_after(self.queue[0][3])[self.queue[0][4]]
+            _, _, chain, level, index = self.queue[0]
+            stage = chains[chain].stages_after(level)[index]
             if taken and len(lengths) + stage.items > self.max_items:
                 break
-            _, _, chain, level, index = heapq.heappop(self.queue)
+            heapq.heappop(self.queue)
             taken.append((chain, level, index))
             lengths.extend([stage.tokens] * stage.items)
         self.free_at = start + self.cost.cost_of(lengths)
         return self.free_at, taken
+
+
+def encoder_devices(profile: TwinProfile) -> dict[str, EncoderCost]:
+    """A twin profile's encoder devices, by the names the shapes' stages use."""
+    return {"embed": profile.embed, "rerank": profile.rerank}
 
 
 def latencies(chains: Sequence[Chain], arrivals: Sequence[float], cost: LLMCost, config: LLMConfig,
@@ -259,7 +265,7 @@ def main() -> None:
     profile = load_profile(args.profile)
     cost, config = profile.llm, profile.llm_config
     small = dataclasses.replace(config, max_num_batched_tokens=512)
-    encoders = {"embed": profile.embed, "rerank": profile.rerank}
+    encoders = encoder_devices(profile)
     print(f"{profile.label}: the LLM twin alone, every call sent when ready (medians of {args.seeds} seeds)")
     print(f"{'workload':<24} {'mode':<8} {'alone s':>8} {'floor s':>8} {'as sent s':>10} {'x alone':>8} {'budget 512':>11} "
           f"{'cap 512':>8} {'+ encoders s':>13}")

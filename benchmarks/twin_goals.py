@@ -224,7 +224,7 @@ TABLE_START, TABLE_END = "<!-- twin_goals table -->", "<!-- /twin_goals table --
 
 
 def main() -> None:
-    from accel.benchmarks.llm_schedule import SHAPES, shape_as_sent
+    from accel.benchmarks.llm_schedule import SHAPES, encoder_devices, shape_as_sent
     from accel.engines.twin.profile import load_profile
 
     parser = argparse.ArgumentParser(prog="python -m accel.benchmarks.twin_goals", description=__doc__,
@@ -243,7 +243,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     reports = runs(GOALS, args.repeats, args.suite, args.out, args.profile, reuse=args.reuse, fresh=args.fresh)
     twin = load_profile(args.profile)
-    encoders = {"embed": twin.embed, "rerank": twin.rerank}
+    encoders = encoder_devices(twin)
     summaries = [summary(goal, reports[goal], shape_as_sent(goal.shape, goal.mode, twin.llm, twin.llm_config),
                          shape_as_sent(goal.shape, goal.mode, twin.llm, twin.llm_config, encoders=encoders)
                          if SHAPES[goal.shape].stages else None)
