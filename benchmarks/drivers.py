@@ -50,6 +50,10 @@ class LLMTimes:
     def durations(self) -> list[float]:
         return [end - start for start, end, _ in self._in_order()]
 
+    def spans(self) -> list[tuple[float, float]]:
+        """Each call's (start, end), in the order of `durations`."""
+        return [(start, end) for start, end, _ in self._in_order()]
+
     def usage(self) -> list[CallUsage | None]:
         """Each call's usage, in the order of `durations`."""
         return [read for _, _, read in self._in_order()]

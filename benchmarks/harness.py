@@ -168,7 +168,7 @@ def _compare(config: BenchConfig, stack: Any, progress: Progress, indexed: Index
     runs_at = [{name: rs[i] for name, rs in runs.items() if i < len(rs)} for i in range(len(rates))]
     arrivals = {rate: workload.with_arrivals(rate).arrivals for rate in rates if rate}
     lone = runs_at[-1].get(STOCK_SEQUENTIAL) if runs_at and config.mode != "single" else None  # every query timed alone
-    floor = (twin_run.step_floor(config.twin, spec.llm_levels, lone, runs_at[-1].values())
+    floor = (twin_run.step_floor(config.twin, spec.llm_levels, lone, runs_at[-1].values(), stack)
              if lone and config.twin and config.mode == "batch" else None)
     measured = bounds.Measured(spec, config.mode, config.queries, arrivals, lone.llm_calls if lone else (), floor)
     summary = bounds.settle(measured, rounds, lambda i: meter.round(i % len(workload.questions)), dict(zip(rates, runs_at)),

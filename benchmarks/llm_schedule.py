@@ -99,8 +99,7 @@ def latencies(chains: Sequence[Chain], arrivals: Sequence[float], cost: LLMCost,
     chains' encoder stages cost nothing unless `encoders` models their devices (`_Encoder`)."""
     scheduler = Scheduler(config)
     devices = {name: _Encoder(device, max_items) for name, device in (encoders or {}).items()}
-    ready = [(at, chain, 0) for chain, at in enumerate(arrivals)]
-    heapq.heapify(ready)
+    ready: list[tuple[float, int, int]] = []
     outstanding: dict[int, int] = {}
     waiting: list[tuple[float, int, int, Call]] = []
     unprefilled: dict[Seq, int] = {}
@@ -109,7 +108,8 @@ def latencies(chains: Sequence[Chain], arrivals: Sequence[float], cost: LLMCost,
     now, ids = 0.0, 0
 
     def after(at: float, chain: int, level: int, stage: int) -> None:
-        """Chain `chain` has finished level `level` and its first `stage` encoder stages at `at`."""
+        """Chain `chain` has finished level `level` (-1: arrived) and its first `stage` encoder
+        stages after it at `at`."""
         if level + 1 == len(chains[chain].levels):
             done[chain] = at
             return
@@ -118,6 +118,9 @@ def latencies(chains: Sequence[Chain], arrivals: Sequence[float], cost: LLMCost,
             devices[stages[stage].device].push(at, chain, level, stage)
         else:
             heapq.heappush(ready, (at, chain, level + 1))
+
+    for chain, at in enumerate(arrivals):  # a chain's first level goes once its encoder calls before it have run
+        after(at, chain, -1, 0)
 
     def run_encoders(until: float) -> None:
         """Every encoder call that starts by `until`, in start order."""
@@ -172,10 +175,11 @@ def latencies(chains: Sequence[Chain], arrivals: Sequence[float], cost: LLMCost,
     return [done[chain] - arrivals[chain] for chain in range(len(chains))]
 
 
-def makespan_as_sent(chains: Sequence[Chain], cost: LLMCost, config: LLMConfig) -> float:
-    """A batch's makespan on the LLM alone, every chain starting at once and every call sent
-    when its level is ready."""
-    return max(latencies(chains, [0.0] * len(chains), cost, config))
+def makespan_as_sent(chains: Sequence[Chain], cost: LLMCost, config: LLMConfig,
+                     encoders: Mapping[str, EncoderCost] | None = None) -> float:
+    """A batch's makespan on the LLM alone (with `encoders`, the chains' encoder stages queued
+    on those devices), every chain starting at once and every call sent when its level is ready."""
+    return max(latencies(chains, [0.0] * len(chains), cost, config, encoders=encoders))
 
 
 # The goal workloads' shapes on the twins: prompt tokens per call from their reports (the

@@ -34,6 +34,17 @@ MODES: tuple[str, ...] = ("single", "batch", "poisson")
 WARMUP_QUESTION = "What is this module for?"
 
 
+@dataclass(frozen=True)
+class QuerySpans:
+    """When one query run alone began and ended, and each of its LLM calls (in the order of its
+    `llm_calls`), on `time.monotonic`: the clock an engine twin on this host stamps its calls
+    with, so the twins' logs can say which of their calls each query made (`twin_run.py`)."""
+
+    start: float
+    end: float
+    llm: tuple[tuple[float, float], ...]
+
+
 @dataclass
 class SystemRun:
     """One system's run: per-query latency and answer (None where the query failed)."""
@@ -48,6 +59,7 @@ class SystemRun:
     setup_error: str | None = None
     llm_calls: list[list[float]] = field(default_factory=list)  # per query: LLM call durations timed for the bound
     llm_usage: list[list[CallUsage | None]] = field(default_factory=list)  # per query: those calls' tokens, same order
+    lone_spans: list[QuerySpans | None] = field(default_factory=list)  # per query: when it and those calls ran (None: failed)
     prompt_cache: dict[str, Any] | None = None  # the server's prompt / cached tokens during the run
     encoder_requests: dict[str, int] | None = None  # HTTP requests to each encoder server, warm-up excluded
     front_end: dict[str, Any] | None = None  # this process's CPU time per query (benchmarks/front_end.py)
@@ -74,14 +86,19 @@ def _timed(driver: Driver, app: Any, question: str, clock: Callable[[], float] =
 
 
 def _alone(driver: Driver, app: Any, question: str) -> tuple[tuple[float, str | None, str | None], list[float],
-                                                               list[CallUsage | None]]:
+                                                               list[CallUsage | None], QuerySpans | None]:
     """One query run alone, its LLM call durations and their usage (none where it failed): its
-    own critical path, for the batch and Poisson bounds, and its calls' tokens, for the step floor."""
+    own critical path, for the batch and Poisson bounds, and its calls' tokens, for the step
+    floor; and when it ran (`QuerySpans`)."""
+    offset = time.monotonic() - time.perf_counter()  # the timer's perf_counter stamps, on the monotonic clock
     with driver.timing() as timer:
+        start = time.monotonic()
         result = _timed(driver, app, question)
+        end = time.monotonic()
     if result[2] is not None:
-        return result, [], []
-    return result, timer.durations(), timer.usage()
+        return result, [], [], None
+    llm = tuple((began + offset, ended + offset) for began, ended in timer.spans())
+    return result, timer.durations(), timer.usage(), QuerySpans(start, end, llm)
 
 
 def _record(run: SystemRun, results: Sequence[tuple[float | None, str | None, str | None]]) -> SystemRun:
@@ -107,10 +124,11 @@ def run_batch(driver: Driver, app: Any, questions: Sequence[str], run: SystemRun
     if not system.concurrent:
         results = []
         for q in questions:
-            result, calls, usage = _alone(driver, app, q)
+            result, calls, usage, spans = _alone(driver, app, q)
             results.append(result)
             run.llm_calls.append(calls)
             run.llm_usage.append(usage)
+            run.lone_spans.append(spans)
         run.makespan_s = time.perf_counter() - start
         return _record(run, results)
     outs = driver.batch(app, questions, concurrency)
@@ -135,7 +153,7 @@ def run_poisson(driver: Driver, app: Any, questions: Sequence[str], arrivals: Se
         if system.concurrent:
             _, text, error = _timed(driver, app, question)
         else:
-            (_, text, error), lone[i], _ = _alone(driver, app, question)
+            (_, text, error), lone[i], _, _ = _alone(driver, app, question)
         return time.perf_counter() - due, text, error
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"bench-{system.name}") as pool:

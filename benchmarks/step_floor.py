@@ -8,6 +8,7 @@ batch bound only on twins, where the step model is the engine.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -44,12 +45,40 @@ class Chain:
     stages: tuple[tuple[Stage, ...], ...] = ()
     """Encoder calls after level i (and its delay), one after another, before level i + 1
     (missing: none). The step floor, an LLM figure, leaves them out."""
+    first: tuple[Stage, ...] = ()
+    """Encoder calls before the first level (a query's own embedding, before its first prompt)."""
 
     def delay(self, level: int) -> float:
-        return self.delays[level] if level < len(self.delays) else 0.0
+        return self.delays[level] if 0 <= level < len(self.delays) else 0.0
 
     def stages_after(self, level: int) -> tuple[Stage, ...]:
+        """The encoder calls after `level`; -1: those before the first level."""
+        if level < 0:
+            return self.first
         return self.stages[level] if level < len(self.stages) else ()
+
+
+@dataclass(frozen=True)
+class EncoderWork:
+    """What one query run alone asked of the encoders, and when (one clock for both): its LLM
+    calls' start times, in call order, and each encoder call's arrival with its demand."""
+
+    llm_starts: tuple[float, ...]
+    calls: tuple[tuple[float, Stage], ...]
+
+
+def with_stages(chain: Chain, level_starts: Sequence[float], calls: Sequence[tuple[float, Stage]]) -> Chain:
+    """`chain` with the encoder calls of its query placed between its levels: each after the
+    last level that had begun when it arrived (before the first level if none had). A call
+    that ran beside a level (retrieval beside a planner) so waits for that level: an order the
+    run showed, at worst one call early in the model's eyes, never one that the run's calls
+    could not have had."""
+    first: list[Stage] = []
+    after: list[list[Stage]] = [[] for _ in chain.levels]
+    for at, stage in sorted(calls, key=lambda c: c[0]):
+        begun = sum(1 for start in level_starts if start <= at)
+        (first if begun == 0 else after[begun - 1]).append(stage)
+    return dataclasses.replace(chain, first=tuple(first), stages=tuple(tuple(level) for level in after))
 
 
 def step_floor(chains: Sequence[Chain], cost: LLMCost, config: LLMConfig, served: Sequence[Call] | None = None) -> float:
@@ -85,7 +114,8 @@ def step_floor(chains: Sequence[Chain], cost: LLMCost, config: LLMConfig, served
 
 def run_floor(lone_usage: Sequence[Sequence[CallUsage | None]], levels: Callable[[int], list[int]], cost: LLMCost,
               config: LLMConfig, computed_cap: int | None = None,
-              as_sent: Callable[[list[Chain]], float] | None = None) -> dict[str, Any] | None:
+              as_sent: Callable[[list[Chain]], float] | None = None,
+              encoders: Sequence[EncoderWork] | None = None) -> dict[str, Any] | None:
     """The step floor of a batch whose queries made these calls alone (stock-sequential's run:
     each query's calls with their usage, in start order; `levels` cuts them into dependency
     levels). Equal requests count once, as one request may serve them all (accel's
@@ -95,8 +125,10 @@ def run_floor(lone_usage: Sequence[Sequence[CallUsage | None]], levels: Callable
     to more, every prompt is scaled down to it, so the floor never charges prefill that a
     system was seen to avoid. `as_sent`: the makespan of one schedule of the same chains (every
     call sent when ready, `llm_schedule.makespan_as_sent`), reported beside the floor as
-    `as_sent_s`: a reference, not a bound. None, with the reason logged, where a query failed or
-    a call's response carried no usage."""
+    `as_sent_s`: a reference, not a bound. `encoders` (per query, where the twins logged what
+    each lone query asked of them): the same schedule with those calls queued on the encoder
+    devices between the levels (`as_sent_encoders_s`, by `as_sent`, which then models them).
+    None, with the reason logged, where a query failed or a call's response carried no usage."""
     if not lone_usage or any(not calls or any(u is None for u in calls) for calls in lone_usage):
         log.info("step floor: no floor (a query failed alone, or a response carried no usage)")
         return None
@@ -108,15 +140,25 @@ def run_floor(lone_usage: Sequence[Sequence[CallUsage | None]], levels: Callable
     def call(u: CallUsage) -> Call:
         return max(1, int(u.computed_tokens * scale)), max(1, u.completion_tokens)
 
-    chains = []
-    for calls in queries:
-        cut, at = [], 0
+    if encoders is not None and len(encoders) != len(queries):
+        log.info("step floor: the encoders' calls cover %d of %d queries; left out", len(encoders), len(queries))
+        encoders = None
+    chains, staged = [], []
+    for q, calls in enumerate(queries):
+        cut, starts, at = [], [], 0
         for width in levels(len(calls)):
             if calls[at:at + width]:
                 cut.append(tuple(call(u) for u in calls[at:at + width]))
+                if encoders is not None:
+                    starts.append(min(encoders[q].llm_starts[at:at + width], default=float("inf")))
             at += width
         chains.append(Chain(tuple(cut)))
+        if encoders is not None:
+            staged.append(with_stages(chains[-1], starts, encoders[q].calls))
     return {"value_s": step_floor(chains, cost, config, [call(u) for u in distinct]),
-            "as_sent_s": as_sent(chains) if as_sent is not None else None, "calls": sum(map(len, queries)),
+            "as_sent_s": as_sent(chains) if as_sent is not None else None,
+            "as_sent_encoders_s": as_sent(staged) if as_sent is not None and encoders is not None else None,
+            "encoder_calls": sum(len(work.calls) for work in encoders) if encoders is not None else None,
+            "calls": sum(map(len, queries)),
             "distinct_calls": len(distinct), "computed_tokens": sum(call(u)[0] for u in distinct),
             "answer_tokens": sum(call(u)[1] for u in distinct), "prompt_scale": scale}

@@ -125,9 +125,12 @@ def summary(goal: Goal, reports: list[dict[str, Any]], shape_as_sent_s: float | 
     (`shape_as_sent_s`, `llm_schedule.shape_as_sent`); `as_sent_from` says which. Not a bound
     (a schedule that holds calls back may do better) and no part of the verdict: it says how
     much of a target lies beyond what the engine gives a client that sends when ready. Where the
-    workload's shape has encoder stages, `shape_encoders_s` is the shape's schedule with them
-    queued on the twins' encoder devices (`as_sent_encoders_allows`): the reranker's device
-    alone holds the advanced RAGs' queries for longer than the LLM-alone schedule assumes."""
+    encoders' work counts, the same schedule with it queued on the twins' encoder devices
+    (`as_sent_encoders_allows`): from the lone queries' own encoder calls where the twins
+    logged them (the step floor's `as_sent_encoders_s`), else, where the workload's shape has
+    encoder stages, from the shape (`shape_encoders_s`); `as_sent_encoders_from` says which.
+    The reranker's device alone holds the advanced RAGs' queries for longer than the LLM-alone
+    schedule assumes."""
     rows = [row(r) for r in reports]
     speedups = [r["speedup"] for r in rows if r["speedup"]]
     allows = [r["stock_s"] / r["bound_s"] for r in rows if r["stock_s"] and r["bound_s"]]
@@ -140,7 +143,11 @@ def summary(goal: Goal, reports: list[dict[str, Any]], shape_as_sent_s: float | 
     as_sent_from = "runs" if sent else "shape" if shape_as_sent_s and stock else None
     if not sent and as_sent_from:
         sent = [statistics.median(stock) / shape_as_sent_s]
-    encoders_allows = statistics.median(stock) / shape_encoders_s if shape_encoders_s and stock else None
+    queued = [r["stock_s"] / r["as_sent_encoders_s"] for r in rows if r["stock_s"] and r.get("as_sent_encoders_s")]
+    encoders_from = "runs" if queued else "shape" if shape_encoders_s and stock else None
+    if not queued and encoders_from:
+        queued = [statistics.median(stock) / shape_encoders_s]
+    encoders_allows = statistics.median(queued) if queued else None
     met_by = None
     if median is not None and median >= goal.speedup:
         met_by = "speed-up"
@@ -158,7 +165,7 @@ def summary(goal: Goal, reports: list[dict[str, Any]], shape_as_sent_s: float | 
             "speedup": median, "low": min(speedups, default=None), "high": max(speedups, default=None),
             "bound_allows": bound_allows, "accel_over_bound": over_bound,
             "as_sent_allows": statistics.median(sent) if sent else None, "as_sent_from": as_sent_from,
-            "as_sent_encoders_allows": encoders_allows,
+            "as_sent_encoders_allows": encoders_allows, "as_sent_encoders_from": encoders_from,
             "equal": min((r["equal"] for r in rows if r["equal"] is not None), default=None),
             "stock_lag_s": most("stock_lag_s"), "accel_lag_s": most("accel_lag_s"),
             "stock_cpu_ms": middle("stock_cpu_ms"), "accel_cpu_ms": middle("accel_cpu_ms"),
@@ -180,8 +187,9 @@ def markdown(summaries: list[dict[str, Any]], label: str, validated: bool) -> st
                     "the run's calls, each sent the moment its inputs are ready (`llm_schedule`; * from the "
                     "workload's shape where the runs' reports do not hold it): not a bound, and no part of the "
                     "verdict, but a target above it asks for more than the engine gives a client that sends when ready. "
-                    "With the encoders' queues: the workload's shape with its encoder stages (embeddings, rerank) "
-                    "queued on the twins' devices, each encoder call taking every input waiting.",
+                    "With the encoders' queues: the same with the encoder calls (embeddings, rerank) that each "
+                    "query made alone, as the twins logged them, queued on the twins' devices, each encoder call "
+                    "taking every input waiting (* from the workload's shape, its stages measured once).",
                     "", "| goal | target | runs | speed-up, median | range | the bound allows "
                     "| sending every call when ready allows | accel / bound | equal "
                     "| twin lag s, most (stock / accel) | this machine's CPU ms a query (stock / accel) | met |",
@@ -206,7 +214,8 @@ def _as_sent(s: dict[str, Any]) -> str:
     text += ": below the target" if allows < s["target"] else ""
     encoders = s.get("as_sent_encoders_allows")
     if encoders is not None:
-        text += f"; with the encoders' queues {encoders:.2f}x*" + (": below the target" if encoders < s["target"] else "")
+        star = "*" if s.get("as_sent_encoders_from", "shape") == "shape" else ""
+        text += f"; with the encoders' queues {encoders:.2f}x{star}" + (": below the target" if encoders < s["target"] else "")
     return text
 
 

@@ -9,6 +9,7 @@ measured time is this machine rather than the modelled hardware.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -16,6 +17,8 @@ from typing import Any
 import httpx
 
 from .runner import SystemRun
+
+log = logging.getLogger("accel.benchmarks.twin_run")
 
 _LAG = re.compile(r"^twin:lag_seconds_total(?:\{[^}]*\})?\s+([0-9.eE+-]+)$", re.MULTILINE)
 
@@ -57,18 +60,57 @@ def devices(profile: str) -> dict[str, str]:
     return {engine: f"{engine} twin" for engine in ("llm", "embed", "rerank")}
 
 
-def step_floor(profile: str, levels: Callable[[int], list[int]], lone: SystemRun, runs: Iterable[SystemRun]) -> dict[str, Any] | None:
+def step_floor(profile: str, levels: Callable[[int], list[int]], lone: SystemRun, runs: Iterable[SystemRun],
+               stack: Any = None) -> dict[str, Any] | None:
     """A batch's step floor on the twins of `profile` (`step_floor.run_floor`), from
     stock-sequential's lone calls (`lone`), never charging more prompt tokens than the run
     that computed the fewest (`runs`, the server's counters) did; with it, `as_sent_s`, the
-    same calls on the LLM twin alone, each sent when its level is ready."""
+    same calls on the LLM twin alone, each sent when its level is ready, and, where the
+    encoder twins of `stack` logged the lone queries' calls (`lone_encoder_work`),
+    `as_sent_encoders_s`, the same with those calls queued on the encoders' devices."""
     from accel.engines.twin.profile import load_profile
 
-    from .llm_schedule import makespan_as_sent
+    from .llm_schedule import encoder_devices, makespan_as_sent
     from .step_floor import run_floor
 
     twin = load_profile(profile)
+    devices = encoder_devices(twin)
     computed = [run.prompt_cache["prompt_tokens"] - run.prompt_cache["cached_tokens"]
                 for run in runs if run.ok and run.prompt_cache]
     return run_floor(lone.llm_usage, levels, twin.llm, twin.llm_config, min(computed, default=None),
-                     as_sent=lambda chains: makespan_as_sent(chains, twin.llm, twin.llm_config))
+                     as_sent=lambda chains: makespan_as_sent(chains, twin.llm, twin.llm_config, devices),
+                     encoders=lone_encoder_work(stack, lone) if stack is not None else None)
+
+
+ENCODER_TWINS = (("embed", "embed_base_url"), ("rerank", "rerank_base_url"))
+"""Each encoder device the schedule models, and the stack field holding its twin's URL."""
+
+
+def lone_encoder_work(stack: Any, lone: SystemRun) -> list[Any] | None:
+    """What each query of a sequential run (`lone`) asked of the encoder twins, from their call
+    logs (`GET /admin/calls`, stamped on this host's monotonic clock, as `lone.lone_spans`):
+    the calls that arrived while the query ran, as `step_floor.EncoderWork`. None where a
+    query failed, the run kept no spans, or a twin holds no log (not a twin stack, or one
+    started before the log existed): the reference then leaves the encoders out, and says so."""
+    from .step_floor import EncoderWork, Stage
+
+    spans = lone.lone_spans
+    if not spans or any(span is None for span in spans) or len(spans) != len(lone.llm_usage):
+        return None
+    since = min(span.start for span in spans if span is not None)
+    logged: list[tuple[float, Stage]] = []
+    for device, field in ENCODER_TWINS:
+        url = getattr(stack, field, None)
+        if not url:
+            continue
+        try:
+            response = httpx.get(url.rstrip("/").removesuffix("/v1") + "/admin/calls", params={"since": since}, timeout=10)
+            response.raise_for_status()
+            calls = response.json()["calls"]
+        except (httpx.HTTPError, KeyError, ValueError) as exc:
+            log.info("encoder twin %s at %s: no call log (%s); the reference leaves the encoders out", device, url, exc)
+            return None
+        logged += [(c["at"], Stage(device, int(c["items"]), max(1, round(c["tokens"])))) for c in calls]
+    return [EncoderWork(tuple(start for start, _ in span.llm),
+                        tuple((at, stage) for at, stage in logged if span.start <= at <= span.end))
+            for span in spans if span is not None]

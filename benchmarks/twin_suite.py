@@ -78,6 +78,7 @@ def row(report: dict[str, Any]) -> dict[str, Any]:
             "bound_s": bound.get("value_s") if bound.get("established", True) else None,
             "accel_over_bound": bound.get("accel_over_bound"),
             "as_sent_s": floor.get("as_sent_s"),
+            "as_sent_encoders_s": floor.get("as_sent_encoders_s"),
             "equal": (systems.get("accel-topology") or {}).get("equal_rate"),
             "twin_lag_s": (report.get("simulated") or {}).get("twin_lag_s"),
             "stock_lag_s": (systems.get(better) or {}).get("twin_lag_s") if better else None,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import collections
 import functools
 import json
 import logging
@@ -45,6 +46,8 @@ MAX_MODEL_LEN = {"embed": EMBED.max_model_len, "rerank": RERANK.max_model_len}
 
 TEXT_COUNTS_KEPT = 4096
 """Texts whose token counts an encoder twin remembers (a corpus's passages, recent queries)."""
+CALLS_KEPT = 65536
+"""Calls an encoder twin's log holds (`GET /admin/calls`), the oldest dropped first."""
 
 
 class Device:
@@ -152,8 +155,11 @@ class TwinEncoderServer:
         self.replay = EncoderReplay()
         """Recorded vectors and scores (validation check 1 only: engines/twin/replay.py)."""
         self._refusal: asyncio.Task[None] | None = None
+        self.call_log: collections.deque[tuple[float, int, float]] = collections.deque(maxlen=CALLS_KEPT)
+        """(arrived on the device's clock, inputs, the token count charged per input) of each call."""
         routes = [Route("/v1/models", self._models), Route("/health", lambda _: Response(status_code=200)),
-                  Route("/metrics", self._metrics), *self.faults.routes(), replay_route(self._load_replay)]
+                  Route("/metrics", self._metrics), Route("/admin/calls", self._calls), *self.faults.routes(),
+                  replay_route(self._load_replay)]
         if kind == "embed":
             routes.append(Route("/v1/embeddings", self._embeddings, methods=["POST"]))
         else:
@@ -240,7 +246,21 @@ class TwinEncoderServer:
                       f"Please reduce the length of the input prompt.")
 
     async def _call(self, lengths: list[int], arrived: float) -> None:
+        charged = max(lengths) if self.cost.padded else sum(lengths) / len(lengths)
+        self.call_log.append((arrived, len(lengths), charged))
         await self.device.run(self.cost.cost_of(lengths), arrived)
+
+    async def _calls(self, request: Request) -> Response:
+        """`GET /admin/calls?since=T`: the calls that arrived at or after T (the device's clock,
+        `time.monotonic` on this host), each with its inputs and the tokens charged per input
+        (padded to the longest, or the mean): what a bench needs to replay a run's encoder work
+        on the modelled device (benchmarks/twin_run.py)."""
+        try:
+            since = float(request.query_params.get("since", "-inf"))
+        except ValueError:
+            return _error("'since' must be a number of seconds on the twin's monotonic clock")
+        calls = [{"at": at, "items": items, "tokens": tokens} for at, items, tokens in self.call_log if at >= since]
+        return JSONResponse({"clock": "monotonic", "calls": calls})
 
     def _head(self, prefix: str) -> dict[str, Any]:
         return {"id": f"{prefix}-{uuid.uuid4().hex[:16]}", "object": "list", "created": int(time.time()), "model": self.model}

@@ -59,6 +59,16 @@ def test_an_encoder_stage_costs_its_call_on_the_device_and_nothing_without_one()
     assert latencies([chain], [0.0], COST, CONFIG) == latencies([bare], [0.0], COST, CONFIG)
 
 
+def test_an_encoder_stage_before_the_first_level_holds_it_back() -> None:
+    """A query's own embedding before its first prompt (naive RAG, map-reduce's retrieval)."""
+    embed = Stage("embed", 1, 12)
+    chain = Chain((((200, 5),),), first=(embed,))
+    [staged] = latencies([chain], [0.0], COST, CONFIG, encoders={"embed": PROFILE.embed})
+    assert staged == pytest.approx(PROFILE.embed.call_s(1, 12) + _alone(200, 5))
+    [later] = latencies([chain], [2.0], COST, CONFIG, encoders={"embed": PROFILE.embed})
+    assert later == pytest.approx(staged)  # counted from its arrival
+
+
 def test_an_encoder_busy_with_one_call_serves_everything_that_waited_in_its_next() -> None:
     slow = {"rerank": dataclasses.replace(PROFILE.rerank, host_s=1.0)}  # every call takes 1 s
     assert slow["rerank"].call_s(64, 190) == pytest.approx(1.0)

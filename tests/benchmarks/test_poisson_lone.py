@@ -37,7 +37,8 @@ class _Driver:
         calls: list[float] = []
         self._local.timer = calls
         try:
-            yield SimpleNamespace(durations=lambda: list(calls), usage=lambda: [None] * len(calls))
+            yield SimpleNamespace(durations=lambda: list(calls), usage=lambda: [None] * len(calls),
+                                  spans=lambda: [(0.0, seconds) for seconds in calls])
         finally:
             self._local.timer = None
 

@@ -94,3 +94,73 @@ def test_no_floor_where_a_query_failed_or_a_call_reported_no_usage() -> None:
     assert run_floor([*_queries(3, "q"), []], sequential, COST, CONFIG) is None
     assert run_floor([*_queries(3, "q"), [None]], sequential, COST, CONFIG) is None
     assert run_floor([], sequential, COST, CONFIG) is None
+
+
+def test_a_queries_encoder_calls_go_after_the_last_level_begun_when_they_arrived() -> None:
+    from accel.benchmarks.step_floor import Stage, with_stages
+
+    chain = Chain((((300, 32),), ((300, 32),), ((300, 32),)))
+    embed, rerank, late = Stage("embed", 1, 12), Stage("rerank", 30, 190), Stage("embed", 2, 12)
+    placed = with_stages(chain, [1.0, 2.0, 3.0], [(1.5, rerank), (0.5, embed), (1.0, late), (3.5, embed)])
+    assert placed.first == (embed,)
+    assert placed.stages == ((late, rerank), (), (embed,))  # in arrival order; one beside level 0 waits for it
+    assert placed.levels == chain.levels
+
+
+def test_with_the_lone_queries_encoder_calls_the_schedule_queues_them_on_the_devices() -> None:
+    """`as_sent_encoders_s`: the same chains with each query's logged encoder calls between its
+    levels, queued on the twin's devices: never sooner than the LLM alone, later by the device's
+    time where every query waits for a big rerank; no calls, the same figure."""
+    from accel.benchmarks.llm_schedule import encoder_devices, makespan_as_sent
+    from accel.benchmarks.step_floor import EncoderWork, Stage
+
+    def sent(chains: list[Chain]) -> float:
+        return makespan_as_sent(chains, COST, CONFIG, encoder_devices(TWIN))
+    queries = _queries(8, "q")
+    rerank = [EncoderWork((0.0, 1.0, 2.0), ((0.5, Stage("rerank", 400, 480)),)) for _ in queries]
+    floor = run_floor(queries, sequential, COST, CONFIG, as_sent=sent, encoders=rerank)
+    one_call = TWIN.rerank.cost_of([480] * 400)
+    assert floor["encoder_calls"] == 8
+    assert floor["as_sent_encoders_s"] >= floor["as_sent_s"] + 8 * one_call - 1e-9  # one device: eight calls in a row
+    idle = run_floor(queries, sequential, COST, CONFIG, as_sent=sent, encoders=[EncoderWork((0.0, 1.0, 2.0), ())] * 8)
+    assert idle["as_sent_encoders_s"] == pytest.approx(idle["as_sent_s"])
+    assert run_floor(queries, sequential, COST, CONFIG, as_sent=sent, encoders=rerank[:3])["as_sent_encoders_s"] is None
+    assert run_floor(queries, sequential, COST, CONFIG, as_sent=sent)["as_sent_encoders_s"] is None
+
+
+def test_a_sequential_batch_run_records_when_each_query_and_its_calls_ran() -> None:
+    """The twins' call logs are split by these windows (`twin_run.lone_encoder_work`): one per
+    query, in query order, None where it failed, its LLM calls inside it."""
+    import contextlib
+    import threading
+    import time
+
+    from accel.benchmarks.drivers import LLMTimes
+    from accel.benchmarks.runner import run_system
+    from accel.benchmarks.systems import System
+
+    class Driver:
+        framework = "fake"
+        local = threading.local()
+
+        def call(self, app, question):
+            timer = getattr(self.local, "timer", None) or LLMTimes()  # the warm-up runs untimed
+            timer.start(question)
+            time.sleep(0.002)
+            timer.end(question)
+            if question == "fails":
+                raise RuntimeError("the app failed")
+            return question
+
+        @contextlib.contextmanager
+        def timing(self):
+            self.local.timer = LLMTimes()
+            yield self.local.timer
+
+    system = System("stock-sequential", build=lambda apps: object(), concurrent=False)
+    run = run_system(system, None, Driver(), ["a", "fails", "b"], "batch")
+    first, failed, last = run.lone_spans
+    assert failed is None and first.end <= last.start
+    for span in (first, last):
+        [(began, ended)] = span.llm
+        assert span.start <= began < ended <= span.end

@@ -180,6 +180,18 @@ def test_with_the_encoders_queues_the_shapes_figure_stands_beside_the_runs_own()
     assert "| 1.50x; with the encoders' queues 1.20x*: below the target |" in table
 
 
+def test_with_the_encoders_queues_the_runs_own_encoder_calls_win_over_the_shape() -> None:
+    """Where the twins logged the lone queries' encoder calls (the step floor's
+    `as_sent_encoders_s`), the figure is the runs' own, unmarked; the shape's stands in only
+    where no report holds it."""
+    reports = [report("batch", 20.0, 6.0, 4.0, {"value_s": 3.0, "accel_over_bound": 4.0 / 3.0}) for _ in range(3)]
+    for r, queued in zip(reports, (4.8, 4.0, 5.0)):  # stock's 6.0 s over each: 1.25x, 1.5x, 1.2x
+        r["capacity_bound"] = {"step_floor": {"value_s": 3.0, "as_sent_s": 4.0, "as_sent_encoders_s": queued}}
+    s = summary(BATCH, reports, shape_as_sent_s=4.2, shape_encoders_s=5.0)
+    assert (s["as_sent_encoders_allows"], s["as_sent_encoders_from"]) == (1.25, "runs")
+    assert "| 1.50x; with the encoders' queues 1.25x: below the target |" in markdown([s], "simulated", validated=True)
+
+
 def test_every_goal_names_a_workload_shape_that_gives_its_modes_figure() -> None:
     from accel.benchmarks.llm_schedule import SHAPES
     from accel.benchmarks.twin_goals import GOALS

@@ -187,3 +187,21 @@ def test_token_counts_built_from_remembered_texts_equal_encoding_each_input_whol
     assert twin._lengths(texts) == [len(twin.tokenizer.encode(t).ids) for t in texts]
     assert twin._lengths(pairs) == [len(twin.tokenizer.encode(q, d).ids) for q, d in pairs]
     assert twin._text_tokens.cache_info().misses == len(texts)  # each text encoded once
+
+
+async def test_the_call_log_gives_each_calls_arrival_inputs_and_charged_tokens(reranker, clock) -> None:
+    """A bench replays a run's encoder work from this log (benchmarks/twin_run.py): each call's
+    inputs and the tokens the twin charged each one (padded to the longest), from `since` on."""
+    query = "sort a list"
+    lengths = [len(reranker.tokenizer.encode(query, doc).ids) for doc in DOCS]
+    async with httpx.AsyncClient(base_url=reranker.listener.base_url) as client:
+        await client.post("/score", json={"text_1": query, "text_2": DOCS[:1]})
+        second_at = clock.now()
+        await client.post("/rerank", json={"query": query, "documents": DOCS})
+        everything = (await client.get("/admin/calls")).json()
+        later = (await client.get("/admin/calls", params={"since": second_at})).json()
+        bad = await client.get("/admin/calls", params={"since": "soon"})
+    assert [(c["items"], c["tokens"]) for c in everything["calls"]] == [(1, lengths[0]), (3, max(lengths))]
+    assert everything["calls"][1]["at"] == second_at
+    assert [c["items"] for c in later["calls"]] == [3]
+    assert bad.status_code == 400
