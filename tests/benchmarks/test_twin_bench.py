@@ -61,9 +61,9 @@ def test_a_twin_run_is_labelled_simulated_and_answers_as_stock(twin_stack: Stack
     assert min(report["capacity_bound"]["per_round_s"]) >= floor["value_s"]
     # the encoder twins' call logs, split by the lone queries' windows (one monotonic clock across
     # the two processes): every query embedded and reranked, and queued on the devices those
-    # calls never make the schedule sooner than the LLM alone
+    # calls make the schedule no sooner than the LLM alone (10 ms: a step's composition may shift)
     assert floor["encoder_calls"] >= 2 * 4
-    assert floor["as_sent_encoders_s"] >= floor["as_sent_s"] > 0
+    assert floor["as_sent_s"] > 0 and floor["as_sent_encoders_s"] >= floor["as_sent_s"] - 0.01
     # what the front end spent per query: the engines are in the twins' process, so only the
     # app and accel count; accel's loop is part of the process's time
     spent = report["systems"]["accel-topology"]["front_end"]
