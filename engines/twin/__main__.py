@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import logging
 import signal
@@ -49,6 +50,7 @@ async def serve(args: argparse.Namespace) -> int:
                 "rerank_base_url": await rerank.start(args.host, args.rerank_port),
                 "model": llm.model, "embed_model_name": embed.model, "rerank_model_name": rerank.model,
                 "profile": profile.name, "label": profile.label}
+        freeze_startup_heap()
         sys.stdout.write(json.dumps(urls) + "\n")
         sys.stdout.flush()
         await stop.wait()
@@ -56,6 +58,19 @@ async def serve(args: argparse.Namespace) -> int:
         for server in (llm, embed, rerank):
             await server.close()
     return 1 if died else 0
+
+
+def freeze_startup_heap() -> int:
+    """Move every object alive now (modules, the tokenizer, the profile: ~415,000 here) out of
+    the collector's reach, and return how many. A full collection over them took 0.19 s, during
+    which the twins' loop ran no step and ended no call: 0.2-0.3 s of lag in whichever bench
+    window it fell (2026-12-04, one batch window in four of the suite's). Objects made while
+    serving are still collected, young and cheap."""
+    gc.collect()
+    gc.freeze()
+    frozen = gc.get_freeze_count()
+    log.info("twin: %d start-up objects frozen out of the collector's scans", frozen)
+    return frozen
 
 
 def main() -> None:
