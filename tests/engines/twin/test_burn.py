@@ -165,9 +165,9 @@ async def test_a_profile_with_host_cores_makes_an_encoder_twin_burn_its_calls() 
         burner, took = server.device.burner, server.device.simulated_s
         # the server's handling (host_s) on one thread, the model's compute on both
         assert burner is not None and took > server.cost.host_s > 0
-        # the host part on one worker (less the twin's own handling of the call), the rest on both
+        # the host part on one worker (less the twin's own handling of the call, all of it when
+        # a busy machine made that handling outlast host_s), the rest on both
         absorbed = server.device.absorbed_s
-        assert 0 <= absorbed < server.cost.host_s
         assert burner.cpu_s == pytest.approx(server.cost.host_s - absorbed + 2 * (took - server.cost.host_s))
     finally:
         await server.close()

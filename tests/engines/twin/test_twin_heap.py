@@ -15,7 +15,10 @@ def test_start_up_objects_leave_the_collectors_scans_and_later_ones_stay_in_them
         frozen = freeze_startup_heap()
         after = [object.__new__(type("Serving", (), {}))]
         tracked = {id(o) for o in gc.get_objects()}
-        assert frozen >= 1 and gc.get_freeze_count() == frozen
+        # Not `get_freeze_count() == frozen`: a frozen object that dies (a temporary some other
+        # thread or finaliser drops) leaves the permanent generation, so the count may shrink
+        # between the two reads in a busy test process (CI, 2026-12-05: 1,175,758 then 1,175,756).
+        assert frozen >= 1 and gc.get_freeze_count() >= 1
         assert id(before) not in tracked and id(after) in tracked
     finally:
         gc.unfreeze()
