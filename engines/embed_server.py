@@ -26,7 +26,7 @@ import httpx
 
 from accel.engines.base import Engine, Health
 from accel.engines.errors import EmptyBatch, EngineUnavailable, InvalidRequest
-from accel.engines.http_pool import engine_client
+from accel.engines.http_client import engine_client
 from accel.engines.keepalive import client_limits
 from accel.engines.llm.api_call import HOP_HEADERS, APICall, APIResponse
 
@@ -119,7 +119,7 @@ class EmbeddingServerEngine(Engine[APICall | ServerEmbedRequest, Any]):
     async def start(self) -> None:
         if self._client is None:
             self._client = engine_client(timeout=self._timeout,
-                                         limits=client_limits(max_connections=None, max_keepalive_connections=32))
+                                         limits=client_limits(max_connections=None))
 
     async def stop(self) -> None:
         client, self._client = self._client, None

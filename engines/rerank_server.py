@@ -15,7 +15,7 @@ import httpx
 
 from accel.engines.base import Engine, Health
 from accel.engines.errors import EmptyBatch, EngineUnavailable, InvalidRequest
-from accel.engines.http_pool import engine_client
+from accel.engines.http_client import engine_client
 
 _REMEDY = "start the encoder servers with `accel up --encoders server`, or point ACCEL_RERANK_BASE_URL at a running server"
 Pair = tuple[str, str]

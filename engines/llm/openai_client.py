@@ -23,7 +23,7 @@ import httpx
 
 from accel.engines.base import Generation, GenerationChunk, GenerationRequest, Health, LLMEngine, SamplingParams
 from accel.engines.errors import EmptyBatch, EngineDied, EngineError, EngineUnavailable, PromptTooLong
-from accel.engines.http_pool import engine_client
+from accel.engines.http_client import engine_client
 from accel.engines.keepalive import client_limits
 from accel.engines.llm.api_call import HOP_HEADERS, APICall, APIChunk, APIResponse
 from accel.engines.llm.local_tokenizer import LocalTokenizer
@@ -78,7 +78,7 @@ class OpenAIServerEngine(LLMEngine):
             self._client = engine_client(
                 headers={"Authorization": f"Bearer {self._api_key}"},
                 timeout=httpx.Timeout(self._timeout_s, connect=self._connect_timeout_s),
-                limits=client_limits(max_connections=None, max_keepalive_connections=64),
+                limits=client_limits(max_connections=None),
             )
         info = await self._post_json(f"{self._server_root}/tokenize", {"model": self.model, "prompt": ""})
         self.max_model_len = int(info["max_model_len"])
