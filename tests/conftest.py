@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pytest
 
+from accel.config import accel_home
 from accel.engines.llm.server import ServerHandle, launch_server_sync, stop_pid
 from accel.engines.offline.llm import build_llm
 from accel.engines.vectordb import start_local_postgres, stop_local_postgres
@@ -55,6 +56,24 @@ TINY_MAX_MODEL_LEN = 2048
 SHORT_SPIN = str(Path(__file__).with_name("vllm_short_spin"))
 os.environ["PYTHONPATH"] = os.pathsep.join([SHORT_SPIN, *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
                                                            if p and p != SHORT_SPIN]])
+
+
+def suite_home() -> Path:
+    """The suite's ACCEL_HOME: a fresh directory whose `models` is the user's (built models are
+    shared, built once). Nothing else of the user's home is read: profiles that `accel profile`
+    saved there (say, of GPU servers) would replace the documented limits the tests check, and
+    its stack state names the user's engines."""
+    user_models = accel_home() / "models"
+    user_models.mkdir(parents=True, exist_ok=True)
+    home = Path(tempfile.mkdtemp(prefix="accel-suite-home-"))
+    (home / "models").symlink_to(user_models, target_is_directory=True)
+    return home
+
+
+# Set at import, before any test or subprocess reads the settings; every process the session
+# starts inherits it.
+SUITE_HOME = suite_home()
+os.environ["ACCEL_HOME"] = str(SUITE_HOME)
 
 
 def prelaunch() -> BackgroundLaunch[ServerHandle]:
@@ -142,6 +161,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     servers = session.config.stash.get(POOLING_SERVERS, None)
     if servers is not None:
         servers.stop_all()  # the same for the pooling servers
+    shutil.rmtree(SUITE_HOME, ignore_errors=True)  # the link to the user's models goes, not what it names
 
 
 @pytest.hookimpl(wrapper=True)
