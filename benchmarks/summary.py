@@ -293,6 +293,18 @@ def front_end_line(report: dict[str, Any]) -> str | None:
     return f"front-end CPU ms/query{encoders}, and one process's saturation: {shown}"
 
 
+def twin_cpu_line(report: dict[str, Any]) -> str | None:
+    """CPU time the twins' process spent per query, per system: the modelled GPU servers' own
+    work, done on this machine's cores beside the app (None: not a run on twins)."""
+    queries = report["config"]["queries"]
+    spent = {name: s["twin_cpu_s"] for name, s in report["systems"].items() if s.get("twin_cpu_s") is not None}
+    if not spent or not queries:
+        return None
+    short = labels(list(spent))
+    shown = "; ".join(f"{short[name]} {1000 * seconds / queries:.1f}" for name, seconds in spent.items())
+    return f"the twins' own CPU ms/query, on this machine beside the app: {shown}"
+
+
 def render(report: dict[str, Any], width: int = 80) -> str:
     """Verdict, a context line, the table, the bound, the legend: every line at most `width`."""
     machine = report["machine"]
@@ -309,6 +321,8 @@ def render(report: dict[str, Any], width: int = 80) -> str:
     if line := encoder_requests_line(report):
         parts.append(_wrap(line, width))
     if line := front_end_line(report):
+        parts.append(_wrap(line, width))
+    if line := twin_cpu_line(report):
         parts.append(_wrap(line, width))
     failures = [f"{name}: {s['failed_queries']} failed queries, first: {s['errors'][0]}"
                 for name, s in report["systems"].items() if s["failed_queries"]]

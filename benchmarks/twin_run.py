@@ -39,6 +39,28 @@ def lag_s(stack: Any) -> float | None:
     return total if seen else None
 
 
+_CPU = re.compile(r"^process_cpu_seconds_total\s+([0-9.eE+-]+)$", re.MULTILINE)
+
+
+def cpu_s(stack: Any) -> float | None:
+    """CPU seconds the twins' process has spent so far: the LLM twin's `process_cpu_seconds_total`
+    (`accel up --twin` serves the encoder twins from the same process, so one reading holds all
+    three). The twins model GPU servers, yet their own work (tokenising prompts, writing answers)
+    runs on this machine's cores beside the app; a run's share says how much. None: no LLM twin
+    answered."""
+    url = getattr(stack, "openai_base_url", None)
+    if not url:
+        return None
+    try:
+        text = httpx.get(url.rstrip("/").removesuffix("/v1") + "/metrics", timeout=10).text
+    except httpx.HTTPError:
+        return None
+    if "twin:lag_seconds_total" not in text:
+        return None  # a real server's process is not the twins'
+    found = _CPU.search(text)
+    return float(found.group(1)) if found else None
+
+
 def simulated(profile: str, lag_before: float | None, lag_after: float | None) -> dict[str, Any]:
     """The report's `simulated` section."""
     from accel.engines.twin.profile import load_profile

@@ -334,7 +334,8 @@ class TwinEncoderServer:
         labels = f'model_name="{self.model}"'
         return PlainTextResponse(f"twin:calls_total{{{labels}}} {float(self.device.calls)}\n"
                                  f"twin:simulated_seconds_total{{{labels}}} {self.device.simulated_s}\n"
-                                 f"twin:lag_seconds_total{{{labels}}} {self.device.lag_s}\n")
+                                 f"twin:lag_seconds_total{{{labels}}} {self.device.lag_s}\n"
+                                 f"process_cpu_seconds_total {time.process_time()}\n")
 
 
 def _texts(value: Any, tokenizer: Any) -> list[str] | None:

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from accel.benchmarks import front_end
-from accel.benchmarks.summary import front_end_line
+from accel.benchmarks.summary import front_end_line, twin_cpu_line
 
 
 def _spin_until(cpu_s: float) -> None:
@@ -87,6 +87,14 @@ def test_the_report_line_names_each_system() -> None:
     assert line is not None
     assert "4.0, 250 q/s" in line and "5.0 (loop 2.0), 200 q/s, app loop busy 1.23 s" in line and "in-process" not in line
     assert front_end_line({"systems": {"x": {}}}) is None
+
+
+def test_the_twins_cpu_line_gives_each_systems_share_per_query() -> None:
+    report = {"config": {"queries": 32}, "systems": {
+        "stock-concurrent": {"twin_cpu_s": 0.352}, "accel-topology": {"twin_cpu_s": 0.32}, "llamadistpc": {"twin_cpu_s": None}}}
+    line = twin_cpu_line(report)
+    assert line is not None and "11.0" in line and "10.0" in line and line.count(";") == 1
+    assert twin_cpu_line({"config": {"queries": 32}, "systems": {"x": {"twin_cpu_s": None}}}) is None
 
 
 def test_the_llamaindex_driver_counts_the_time_its_loop_runs_the_apps_code() -> None:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from accel.benchmarks.harness import BenchConfig, compare
+from accel.benchmarks.summary import render
 from accel.config import Settings
 from accel.engines import stack as local
 from accel.engines.offline.llm import build_llm
@@ -44,6 +45,9 @@ def test_a_twin_run_is_labelled_simulated_and_answers_as_stock(twin_stack: Stack
     assert report["simulated"]["twin_lag_s"] is not None and report["simulated"]["twin_lag_s"] >= 0
     own = [report["systems"][name]["twin_lag_s"] for name in ("stock-sequential", "accel-topology")]
     assert all(lag is not None and 0 <= lag <= report["simulated"]["twin_lag_s"] + 1e-9 for lag in own), own
+    spent = [report["systems"][name]["twin_cpu_s"] for name in ("stock-sequential", "accel-topology")]
+    assert all(cpu is not None and cpu > 0 for cpu in spent), spent  # the twins tokenised and answered every request
+    assert "the twins' own CPU ms/query" in render(report)
     assert report["verdict"].startswith("SIMULATED (simulated from measured H100 curves, twin h100-8b")
     assert report["engines"]["embed_server"] == twin_stack.embed_base_url
     assert report["engines"]["rerank_server"] == twin_stack.rerank_base_url

@@ -92,6 +92,11 @@ async def test_a_shared_prefix_is_reported_cached(make_twin) -> None:
                  "prefix_cache_hits_total", "kv_cache_usage_perc"):
         assert f"vllm:{name}{{" in metrics
     assert 'block_size="16"' in metrics
+    async with httpx.AsyncClient(base_url=twin.listener.base_url) as client:
+        later = (await client.get("/metrics")).text
+    cpu = [float(line.split()[1]) for text in (metrics, later) for line in text.splitlines()
+           if line.startswith("process_cpu_seconds_total ")]
+    assert len(cpu) == 2 and 0 < cpu[0] <= cpu[1], cpu  # the twin's process CPU, read around runs (twin_run.cpu_s)
 
 
 async def test_stop_strings_eos_and_stop_reason(make_twin) -> None:
