@@ -169,6 +169,7 @@ def summary(goal: Goal, reports: list[dict[str, Any]], shape_as_sent_s: float | 
             "equal": min((r["equal"] for r in rows if r["equal"] is not None), default=None),
             "stock_lag_s": most("stock_lag_s"), "accel_lag_s": most("accel_lag_s"),
             "stock_cpu_ms": middle("stock_cpu_ms"), "accel_cpu_ms": middle("accel_cpu_ms"),
+            "stock_twin_cpu_ms": middle("stock_twin_cpu_ms"), "accel_twin_cpu_ms": middle("accel_twin_cpu_ms"),
             "limits": sorted({(r.get("engine_limits") or {}).get("source") or "not recorded" for r in reports}),
             "met": met_by is not None, "met_by": met_by}
 
@@ -181,7 +182,9 @@ def markdown(summaries: list[dict[str, Any]], label: str, validated: bool) -> st
     limits = sorted({source for s in summaries for source in s.get("limits", [])})
     lines = head + [f"Every number below is **{label}**. Medians over the runs; the range is the runs' lowest and highest. "
                     "The CPU column is this machine's front end (the process's CPU per query, medians): the twins "
-                    "model the GPU, the rest of each run's time is this CPU's, so a verdict holds for machines as fast.",
+                    "model the GPU, the rest of each run's time is this CPU's, so a verdict holds for machines as fast. "
+                    "In brackets, the twins' own process CPU per query (tokenising prompts, writing answers), which "
+                    "a GPU server spends on its own cores and which here shares this machine's with the app.",
                     f"accel's engine limits: {'; '.join(limits) or 'not recorded'}.",
                     "Sending every call when ready allows: the better stock over the LLM twin alone running "
                     "the run's calls, each sent the moment its inputs are ready (`llm_schedule`; * from the "
@@ -202,8 +205,16 @@ def markdown(summaries: list[dict[str, Any]], label: str, validated: bool) -> st
                      f"| {num(s['low'], '{:.2f}')}-{num(s['high'], '{:.2f}')}x | {allows} | {_as_sent(s)} "
                      f"| {num(s['accel_over_bound'], '{:.2f}')} | {num(s['equal'], '{:.0%}')} "
                      f"| {num(s['stock_lag_s'], '{:.2f}')} / {num(s['accel_lag_s'], '{:.2f}')} "
-                     f"| {num(s.get('stock_cpu_ms'), '{:.0f}')} / {num(s.get('accel_cpu_ms'), '{:.0f}')} | {_met(s)} |")
+                     f"| {num(s.get('stock_cpu_ms'), '{:.0f}')} / {num(s.get('accel_cpu_ms'), '{:.0f}')}{_twins_cpu(s)} "
+                     f"| {_met(s)} |")
     return "\n".join(lines) + "\n"
+
+
+def _twins_cpu(s: dict[str, Any]) -> str:
+    stock, accel = s.get("stock_twin_cpu_ms"), s.get("accel_twin_cpu_ms")
+    if stock is None and accel is None:
+        return ""  # runs from before the twins reported their CPU
+    return " (twins " + " / ".join("n/a" if v is None else f"{v:.0f}" for v in (stock, accel)) + ")"
 
 
 def _as_sent(s: dict[str, Any]) -> str:

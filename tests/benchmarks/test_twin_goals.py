@@ -83,6 +83,11 @@ def test_the_table_names_the_front_ends_cpu_per_query_of_the_better_stock_and_ac
     s = summary(BATCH, reports)
     assert (s["stock_cpu_ms"], s["accel_cpu_ms"]) == (75.0, 50.0)  # medians of the runs
     assert "| 75 / 50 |" in markdown([s], "simulated from measured H100 curves", validated=True)
+    for r, (stock_s, accel_s) in zip(reports, [(0.48, 0.32), (0.40, 0.35), (0.45, 0.30)]):
+        r["systems"]["stock-concurrent"]["twin_cpu_s"], r["systems"]["accel-topology"]["twin_cpu_s"] = stock_s, accel_s
+    s = summary(BATCH, reports)  # the twins' own CPU per query of the runs' 32 queries, medians
+    assert (round(s["stock_twin_cpu_ms"], 6), round(s["accel_twin_cpu_ms"], 6)) == (14.0625, 10.0)
+    assert "| 75 / 50 (twins 14 / 10) |" in markdown([s], "simulated from measured H100 curves", validated=True)
 
 
 def test_the_suites_report_of_the_same_case_is_the_first_run_and_no_other(tmp_path: Path) -> None:
