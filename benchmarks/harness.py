@@ -234,13 +234,11 @@ def _counted_runs(config: BenchConfig, systems: list[Any], apps: Apps, driver: A
             tokens = prompt_cache.counts(stack.openai_base_url)
             sent: list[dict[str, int]] = []
             cpu: list[front_end.CpuSample] = []
-            lag: list[float | None] = []
-            twin_cpu: list[float | None] = []
+            twins: list[twin_run.Reading] = []
 
             def warmed() -> None:
                 if config.twin:  # first: reading the twins' metrics costs this process CPU the run must not count
-                    lag.append(twin_run.lag_s(stack))
-                    twin_cpu.append(twin_run.cpu_s(stack))
+                    twins.append(twin_run.read(stack))
                 if counter is not None:
                     sent.append(counter.counts())
                 if recorder is not None:
@@ -253,10 +251,8 @@ def _counted_runs(config: BenchConfig, systems: list[Any], apps: Apps, driver: A
                 if recorder is not None:
                     run.spans = recorder.rows()
             cpu_after = front_end.sample(loop=system.accel)
-            if lag and lag[0] is not None and (lag_after := twin_run.lag_s(stack)) is not None:
-                run.twin_lag_s = lag_after - lag[0]  # this system's own: the run's total mixes every system's
-            if twin_cpu and twin_cpu[0] is not None and (twin_cpu_after := twin_run.cpu_s(stack)) is not None:
-                run.twin_cpu_s = twin_cpu_after - twin_cpu[0]
+            if twins:  # this system's own lag and CPU: the run's totals mix every system's
+                run.twin_lag_s, run.twin_cpu_s = twin_run.read(stack).since(twins[0])
             run.front_end = front_end.per_query(cpu[0] if cpu else None, cpu_after, len(workload.questions),
                                                 in_process_encoders=_in_process_encoders(stack),
                                                 app_loop_busy_s=_app_loop_busy(driver, system, config.mode))

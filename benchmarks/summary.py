@@ -293,15 +293,21 @@ def front_end_line(report: dict[str, Any]) -> str | None:
     return f"front-end CPU ms/query{encoders}, and one process's saturation: {shown}"
 
 
+def twin_cpu_ms(system: dict[str, Any] | None, queries: int) -> float | None:
+    """The twins' own process CPU per query under a system (its report's `twin_cpu_s`): the
+    modelled GPU servers' host work, done on this machine's cores beside the app."""
+    spent = (system or {}).get("twin_cpu_s")
+    return None if spent is None or not queries else 1000 * spent / queries
+
+
 def twin_cpu_line(report: dict[str, Any]) -> str | None:
-    """CPU time the twins' process spent per query, per system: the modelled GPU servers' own
-    work, done on this machine's cores beside the app (None: not a run on twins)."""
+    """`twin_cpu_ms` per system (None: not a run on twins)."""
     queries = report["config"]["queries"]
-    spent = {name: s["twin_cpu_s"] for name, s in report["systems"].items() if s.get("twin_cpu_s") is not None}
-    if not spent or not queries:
+    spent = {name: ms for name, s in report["systems"].items() if (ms := twin_cpu_ms(s, queries)) is not None}
+    if not spent:
         return None
     short = labels(list(spent))
-    shown = "; ".join(f"{short[name]} {1000 * seconds / queries:.1f}" for name, seconds in spent.items())
+    shown = "; ".join(f"{short[name]} {ms:.1f}" for name, ms in spent.items())
     return f"the twins' own CPU ms/query, on this machine beside the app: {shown}"
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import dataclass
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -21,14 +22,34 @@ from .runner import SystemRun
 log = logging.getLogger("accel.benchmarks.twin_run")
 
 _LAG = re.compile(r"^twin:lag_seconds_total(?:\{[^}]*\})?\s+([0-9.eE+-]+)$", re.MULTILINE)
+_CPU = re.compile(r"^process_cpu_seconds_total\s+([0-9.eE+-]+)$", re.MULTILINE)
 
 
-def lag_s(stack: Any) -> float | None:
-    """The twins' lag so far, summed over the LLM, embedding and rerank twins (None: no twin
-    answered, so this is not a twin stack)."""
-    total, seen = 0.0, False
-    for url in {u for u in (stack.openai_base_url, getattr(stack, "embed_base_url", None),
-                            getattr(stack, "rerank_base_url", None)) if u}:
+@dataclass(frozen=True)
+class Reading:
+    """The twins' counters at one moment: their lag, summed over the LLM, embedding and rerank
+    twins, and the CPU their process has spent (each None where no twin answered: not a twin
+    stack)."""
+
+    lag_s: float | None
+    cpu_s: float | None
+
+    def since(self, before: Reading) -> tuple[float | None, float | None]:
+        """Lag and CPU between `before` and this reading (None where either lacks it)."""
+        def delta(now: float | None, then: float | None) -> float | None:
+            return None if now is None or then is None else now - then
+
+        return delta(self.lag_s, before.lag_s), delta(self.cpu_s, before.cpu_s)
+
+
+def read(stack: Any) -> Reading:
+    """Each twin's `/metrics`, fetched once. The CPU is the LLM twin's `process_cpu_seconds_total`:
+    `accel up --twin` serves the encoder twins from the same process, so that one reading holds
+    all three. The twins model GPU servers, yet their own work (tokenising prompts, writing
+    answers) runs on this machine's cores beside the app; a run's share says how much."""
+    total, seen, cpu = 0.0, False, None
+    llm = stack.openai_base_url
+    for url in {u for u in (llm, getattr(stack, "embed_base_url", None), getattr(stack, "rerank_base_url", None)) if u}:
         try:
             text = httpx.get(url.rstrip("/").removesuffix("/v1") + "/metrics", timeout=10).text
         except httpx.HTTPError:
@@ -36,29 +57,14 @@ def lag_s(stack: Any) -> float | None:
         values = [float(v) for v in _LAG.findall(text)]
         seen = seen or bool(values)
         total += sum(values)
-    return total if seen else None
+        if url == llm and values and (found := _CPU.search(text)):  # a real server's process is not the twins'
+            cpu = float(found.group(1))
+    return Reading(total if seen else None, cpu)
 
 
-_CPU = re.compile(r"^process_cpu_seconds_total\s+([0-9.eE+-]+)$", re.MULTILINE)
-
-
-def cpu_s(stack: Any) -> float | None:
-    """CPU seconds the twins' process has spent so far: the LLM twin's `process_cpu_seconds_total`
-    (`accel up --twin` serves the encoder twins from the same process, so one reading holds all
-    three). The twins model GPU servers, yet their own work (tokenising prompts, writing answers)
-    runs on this machine's cores beside the app; a run's share says how much. None: no LLM twin
-    answered."""
-    url = getattr(stack, "openai_base_url", None)
-    if not url:
-        return None
-    try:
-        text = httpx.get(url.rstrip("/").removesuffix("/v1") + "/metrics", timeout=10).text
-    except httpx.HTTPError:
-        return None
-    if "twin:lag_seconds_total" not in text:
-        return None  # a real server's process is not the twins'
-    found = _CPU.search(text)
-    return float(found.group(1)) if found else None
+def lag_s(stack: Any) -> float | None:
+    """The twins' lag so far (`read`)."""
+    return read(stack).lag_s
 
 
 def simulated(profile: str, lag_before: float | None, lag_after: float | None) -> dict[str, Any]:

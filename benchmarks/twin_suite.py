@@ -31,6 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .summary import twin_cpu_ms
+
 log = logging.getLogger("accel.benchmarks.twin_suite")
 
 MODES = (("batch", 32), ("single", 8), ("poisson", 32))
@@ -85,21 +87,14 @@ def row(report: dict[str, Any]) -> dict[str, Any]:
             "accel_lag_s": (systems.get("accel-topology") or {}).get("twin_lag_s"),
             "stock_cpu_ms": _cpu_ms(systems.get(better) if better else None),
             "accel_cpu_ms": _cpu_ms(systems.get("accel-topology")),
-            "stock_twin_cpu_ms": _twin_cpu_ms(systems.get(better) if better else None, report["config"]["queries"]),
-            "accel_twin_cpu_ms": _twin_cpu_ms(systems.get("accel-topology"), report["config"]["queries"])}
+            "stock_twin_cpu_ms": twin_cpu_ms(systems.get(better) if better else None, report["config"]["queries"]),
+            "accel_twin_cpu_ms": twin_cpu_ms(systems.get("accel-topology"), report["config"]["queries"])}
 
 
 def _cpu_ms(system: dict[str, Any] | None) -> float | None:
     """This machine's CPU per query under the system (its process's, `front_end`): on twins the
     engines model a GPU, so what else a run takes is the front end, and it differs by machine."""
     return ((system or {}).get("front_end") or {}).get("process_cpu_ms_per_query")
-
-
-def _twin_cpu_ms(system: dict[str, Any] | None, queries: int) -> float | None:
-    """The twins' own process CPU per query under the system (`twin_cpu_s`): the modelled
-    servers' host work, done on this machine's cores beside the app."""
-    spent = (system or {}).get("twin_cpu_s")
-    return None if spent is None or not queries else 1000 * spent / queries
 
 
 def markdown(rows: list[dict[str, Any]], label: str, validated: bool) -> str:

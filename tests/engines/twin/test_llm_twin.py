@@ -96,7 +96,7 @@ async def test_a_shared_prefix_is_reported_cached(make_twin) -> None:
         later = (await client.get("/metrics")).text
     cpu = [float(line.split()[1]) for text in (metrics, later) for line in text.splitlines()
            if line.startswith("process_cpu_seconds_total ")]
-    assert len(cpu) == 2 and 0 < cpu[0] <= cpu[1], cpu  # the twin's process CPU, read around runs (twin_run.cpu_s)
+    assert len(cpu) == 2 and 0 < cpu[0] <= cpu[1], cpu  # the twin's process CPU, read around runs (twin_run.read)
 
 
 async def test_stop_strings_eos_and_stop_reason(make_twin) -> None:
