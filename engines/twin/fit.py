@@ -1,9 +1,10 @@
 """Fit a twin profile to raw measurements (run by a developer, never at run time).
 
-`python -m accel.engines.twin.fit RAW.json > engines/twin/profiles/h100-8b.json` turns the
-H100 measurements (`gpu-h100-engines.json`, the format of the project's GPU notes) into the
-shipped profile: the measured encoder curves in `accel profile`'s format, the LLM step model's
-fitted coefficients, and the measurements themselves for the validation test.
+`python -m accel.engines.twin.fit RAW.json ENCODERS.json > engines/twin/profiles/h100-8b.json`
+turns the H100 measurements (`gpu-h100-engines.json`, the format of the project's GPU notes, for
+the LLM; `scripts/gpu_encoder_curves.py`'s output for the encoders) into the shipped profile: the
+measured encoder curves in `accel profile`'s format, the LLM step model's fitted coefficients,
+and the measurements themselves for the validation test.
 `python -m accel.engines.twin.fit --cpu RAW.json > engines/twin/profiles/cpu-reference.json`
 does the same for this machine's CPU engines, from `python -m accel.engines.twin.measure`'s
 output. docs/twins.md says how each parameter is derived.
@@ -58,46 +59,61 @@ def _fit_steps(decode: list[dict[str, Any]], prefill: list[dict[str, Any]], per_
     return best[1]
 
 
-def fit_h100(raw: dict[str, Any]) -> dict[str, Any]:
-    """The `h100-8b` profile from the H100 runs: fp16 MiniLM encoders, Llama-8B-shaped decoder."""
+EMBED_LABELS = {16: "query", 64: "short", 128: "medium", 256: "chunk"}
+RERANK_LABELS = {64: "short", 128: "medium", 288: "pairs", 512: "long"}
+"""The length classes of the `h100-8b` encoders: every length the GPU check measured."""
+
+
+def _encoder_classes(engine: str, labels: dict[int, str], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [_encoder_profile(engine, label, [{"batch": r["items"], "ms": r["st"]["ms"]} for r in rows if r["tokens"] == tokens])
+            for tokens, label in labels.items()]
+
+
+def h100_encoders(encoders: dict[str, Any]) -> dict[str, Any]:
+    """The `h100-8b` profile's encoder parts from `scripts/gpu_encoder_curves.py`'s output:
+    sentence-transformers end to end, every measured length a class, and `host_s` the batch-1
+    call of the shortest class (the part that does not grow with the inputs' length)."""
+    grid = {kind: [r for r in encoders["grid"] if r["kind"] == kind] for kind in ("embed", "rerank")}
+
+    def cost(kind: str, labels: dict[int, str]) -> dict[str, Any]:
+        [call] = [r for r in grid[kind] if r["tokens"] == min(labels) and r["items"] == 1]
+        return {"engine": f"twin-{kind}", "classes": {label: tokens for tokens, label in labels.items()},
+                "host_s": call["st"]["ms"] / 1e3}
+
+    return {"engines": _encoder_classes("twin-embed", EMBED_LABELS, grid["embed"])
+                       + _encoder_classes("twin-rerank", RERANK_LABELS, grid["rerank"]),
+            "embed": cost("embed", EMBED_LABELS), "rerank": cost("rerank", RERANK_LABELS),
+            "measurements": {"meta": encoders["meta"], "grid": encoders["grid"], "calls": encoders["calls"]}}
+
+
+def fit_h100(raw: dict[str, Any], encoders: dict[str, Any]) -> dict[str, Any]:
+    """The `h100-8b` profile: the Llama-8B-shaped decoder from the H100 runs of 2026-11-23, the
+    fp16 MiniLM encoders from `scripts/gpu_encoder_curves.py`'s run (`h100_encoders`)."""
     run1 = raw["run1_engines_hf"]
-    fp16 = {kind: [r for r in run1[kind] if r["dtype"] == "fp16"] for kind in ("embed", "embed_e2e", "rerank", "rerank_e2e")}
     decode = [{"batch": r["batch"], "kv": r["kv"], "ms": r["graph_ms"]}
               for r in raw["run3_graph_nomask_breakdown"]["graph_nomask"]["llama-8B"]]
     prefill = [{"batch": r["batch"], "len": r["len"], "ms": r["ms"], "kernel_ms": r["kernel_ms"]}
                for r in run1["llm"]["llama-8B"]["prefill"]]
     per_token_s = float(np.mean([r["ms"] / 1e3 / (r["batch"] * r["len"]) for r in prefill if r["batch"] * r["len"] >= 4096]))
-    llm = _fit_steps(decode, prefill, per_token_s)
-
-    def host_s(e2e: str, forward: str, seq: int) -> float:
-        [call] = [r for r in fp16[e2e] if r["seq"] == seq and r["batch"] == 1]
-        [kernel] = [r for r in fp16[forward] if r["seq"] == seq and r["batch"] == 1]
-        return (call["ms"] - kernel["kernel_ms"]) / 1e3
-
-    engines = [
-        _encoder_profile("twin-embed", "query", [r for r in fp16["embed_e2e"] if r["seq"] == 16]),
-        _encoder_profile("twin-embed", "chunk", [r for r in fp16["embed_e2e"] if r["seq"] == 256]),
-        _encoder_profile("twin-rerank", "pairs", [r for r in fp16["rerank_e2e"] if r["seq"] == 288]),
-    ]
+    fitted = h100_encoders(encoders)
+    meta = encoders["meta"]
     return {
         "name": "h100-8b",
         "label": "simulated from measured H100 curves",
-        "source": "gpu-h100-engines.json (NVIDIA H100 80GB HBM3, 2026-11-23): run1 fp16 encoder e2e, "
-                  "run1 llama-8B prefill, run3 llama-8B CUDA-graph decode",
-        "engines": engines,
+        "source": "gpu-h100-engines.json (NVIDIA H100 80GB HBM3, 2026-11-23): run1 llama-8B prefill, run3 llama-8B "
+                  f"CUDA-graph decode; scripts/gpu_encoder_curves.py ({meta['gpu']}, {meta['measured_at']}): fp16 "
+                  "MiniLM encoders, sentence-transformers end to end",
+        "engines": fitted["engines"],
         "twin": {
             "llm": {
-                "cost": llm,
+                "cost": _fit_steps(decode, prefill, per_token_s),
                 "config": {"block_size": 16, "max_num_seqs": 1024, "max_num_batched_tokens": 8192,
                            "num_gpu_blocks": int(KV_CACHE_BYTES // (KV_BYTES_PER_TOKEN * 16)), "max_model_len": 8192},
             },
-            "embed": {"engine": "twin-embed", "classes": {"query": 16, "chunk": 256},
-                      "host_s": host_s("embed_e2e", "embed", 16)},
-            "rerank": {"engine": "twin-rerank", "classes": {"pairs": 288},
-                       "host_s": host_s("rerank_e2e", "rerank", 288)},
+            "embed": fitted["embed"],
+            "rerank": fitted["rerank"],
         },
-        "measurements": {"llm_decode": decode, "llm_prefill": prefill,
-                         "rerank_one_call": raw["run2_nomask_tokenizer_concurrency"]["conc"]},
+        "measurements": {"llm_decode": decode, "llm_prefill": prefill, "encoders": fitted["measurements"]},
     }
 
 
@@ -247,8 +263,15 @@ def fit_cpu(raw: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _read(path: str) -> Any:
+    with open(path) as source:
+        return json.load(source)
+
+
 if __name__ == "__main__":
-    cpu = sys.argv[1] == "--cpu"
-    with open(sys.argv[2 if cpu else 1]) as source:
-        json.dump((fit_cpu if cpu else fit_h100)(json.load(source)), sys.stdout, indent=1)
-        sys.stdout.write("\n")
+    if sys.argv[1] == "--cpu":
+        profile = fit_cpu(_read(sys.argv[2]))
+    else:
+        profile = fit_h100(_read(sys.argv[1]), _read(sys.argv[2]))
+    json.dump(profile, sys.stdout, indent=1)
+    sys.stdout.write("\n")
