@@ -128,12 +128,13 @@ def test_the_shipped_encoders_are_the_fit_of_the_committed_measurement() -> None
     """The profile's encoder curves are what `engines/twin/fit.py` makes of the GPU run kept in
     docs/ (not edited by hand, not fitted to another run)."""
     import json
+    from importlib import resources
     from pathlib import Path
 
     from accel.engines.twin.fit import h100_encoders
 
     source = Path(__file__).parents[3] / "docs/benchmarks/twin-validation/h100-encoders-2026-12-05.json"
-    shipped = json.loads((Path(__file__).parents[3] / "engines/twin/profiles/h100-8b.json").read_text())
+    shipped = json.loads(resources.files("accel.engines.twin").joinpath("profiles", "h100-8b.json").read_text())
     fitted = h100_encoders(json.loads(source.read_text()))
     assert fitted["engines"] == shipped["engines"]
     assert (fitted["embed"], fitted["rerank"]) == (shipped["twin"]["embed"], shipped["twin"]["rerank"])
