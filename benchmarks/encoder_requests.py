@@ -17,7 +17,11 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from accel.engines.twin.replay import EMBED_PATHS, RERANK_PATHS
+
 from .transports import intercepting
+
+ENCODER_PATHS = frozenset((*EMBED_PATHS, *RERANK_PATHS))
 
 
 class RequestCounter:
@@ -28,9 +32,12 @@ class RequestCounter:
         self._counts = dict.fromkeys(servers, 0)
         self._lock = threading.Lock()
 
-    def seen(self, url: httpx.URL) -> None:
+    def seen(self, request: httpx.Request) -> None:
+        """Count `request` if it asks a named server for vectors or scores; reads of a server's
+        metrics or models (the twins' lag and CPU, read after every run) are not its work."""
+        url = request.url
         name = self._servers.get((url.scheme, url.host, url.port))
-        if name is not None:
+        if name is not None and request.method == "POST" and url.path in ENCODER_PATHS:
             with self._lock:
                 self._counts[name] += 1
 
@@ -55,7 +62,7 @@ def counting(stack: Any) -> Iterator[RequestCounter | None]:
     counter = RequestCounter(servers)
 
     def seen(request: httpx.Request) -> None:
-        counter.seen(request.url)
+        counter.seen(request)
 
     with intercepting(seen):
         yield counter

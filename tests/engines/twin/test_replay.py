@@ -12,6 +12,8 @@ import httpx
 import pytest
 
 from accel.benchmarks.content_recording import recording
+from accel.benchmarks.encoder_requests import counting
+from accel.engines.http_client import engine_client
 from accel.engines.twin.content import embedding
 from accel.engines.twin.replay import answer_text
 
@@ -37,6 +39,29 @@ async def test_the_recorder_keeps_each_engine_request_with_the_body_its_client_r
     assert all(r["sent_at"] <= r["done_at"] for r in records)
     assert [r["done_at"] for r in records] == sorted(r["done_at"] for r in records)
     assert records[1]["sent_at"] >= records[0]["done_at"]  # the client awaited the first before sending the second
+
+
+async def test_the_recorder_and_the_counter_see_accels_engine_clients_too(make_twin, embedder, reranker, tmp_path) -> None:
+    """accel's engines send through their own transport (aiohttp's connections under httpx's API),
+    not httpx's: both hooks must see them, or every accel row counts no encoder request and a
+    recording for check 1 holds only stock's content."""
+    twin = await make_twin()
+    stack = type("Stack", (), {"embed_base_url": embedder.listener.base_url + "/v1", "rerank_base_url": reranker.listener.base_url})
+    path = tmp_path / "content.jsonl"
+    body = {"model": "tiny", "prompt": "The capital of France is", "max_tokens": 4, "ignore_eos": True}
+    with recording(path), counting(stack) as counter:
+        async with engine_client() as client:
+            answer = (await client.post(twin.listener.base_url + "/v1/completions", json=body)).json()
+            await client.post(embedder.listener.base_url + "/v1/embeddings", json={"input": ["a", "b c"]})
+            await client.post(embedder.listener.base_url + "/v1/embeddings", json={"input": ["d"]})
+            await client.post(reranker.listener.base_url + "/v2/rerank", json={"query": "q", "documents": ["x", "y"]})
+            await client.get(embedder.listener.base_url + "/metrics")  # a read of the server's state: not its work
+            await client.get(reranker.listener.base_url + "/v1/models")
+        counts = counter.counts()
+    assert counts == {"embed": 2, "rerank": 1}
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["path"] for r in records] == ["/v1/completions", "/v1/embeddings", "/v1/embeddings", "/v2/rerank"]
+    assert json.loads(records[0]["response"]) == answer
 
 
 def _write(path: Path, records: list[dict]) -> Path:
