@@ -10,7 +10,6 @@ import datetime
 import os
 import platform
 import time
-import uuid
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
@@ -20,7 +19,7 @@ import httpx
 
 from accel.engines.errors import InvalidRequest
 
-from . import bounds, encoder_requests, front_end, metrics, prompt_cache, span_timeline, spread, twin_run
+from . import bounds, encoder_requests, front_end, index_names, metrics, prompt_cache, span_timeline, spread, twin_run
 from .apps import example
 from .capacity_profile import CapacityProbe
 from .drivers import driver_for
@@ -86,12 +85,21 @@ class Indexed:
     index: Any
     collection: str = ""
     """The collection (LangChain) or table (LlamaIndex) the documents went into."""
+    lease: index_names.NameLease | None = None
+    """The run's hold on `collection` (released by `drop_index`)."""
 
 
 def drop_index(indexed: Indexed, stack: Any) -> None:
     """Remove the workload's collection or table, so repeated benchmarks do not fill the
-    user's Postgres with `bench_*` collections (each run indexes into a fresh one)."""
-    index = indexed.index
+    user's Postgres with `bench_*` collections (each run indexes afresh, `index_names`)."""
+    try:
+        _drop(indexed.index, stack)
+    finally:
+        if indexed.lease is not None:
+            indexed.lease.release()
+
+
+def _drop(index: Any, stack: Any) -> None:
     if index is None:
         return
     if callable(getattr(index, "delete_collection", None)):  # LangChain PGVector
@@ -116,8 +124,14 @@ def index_workload(config: BenchConfig, stack: Any, progress: Progress = lambda 
         workload = build_workload(config.queries, modules=config.modules, max_chars=config.max_chars, seed=config.seed)
     progress(f"indexing {len(workload.documents)} documents")
     module = example(config.example).module(config.framework)
-    collection = f"bench_{config.example.replace('-', '_')}_{uuid.uuid4().hex[:8]}"
-    return Indexed(workload, module.build_index(stack, workload.documents, collection), collection)
+    name = index_names.workload_name(config.example, config.framework, queries=config.queries, seed=config.seed,
+                                     modules=config.modules, max_chars=config.max_chars)
+    lease = index_names.lease(stack.pg_dsn, name)
+    try:
+        return Indexed(workload, module.build_index(stack, workload.documents, lease.name), lease.name, lease)
+    except BaseException:
+        lease.release()
+        raise
 
 
 def _apps(config: BenchConfig, stack: Any, index: Any) -> Apps:

@@ -1,0 +1,66 @@
+"""The name a benchmark indexes its documents under: the same in every run of one workload.
+
+The name reaches the prompts. LangChain's PGVector ids each row `<collection>/<chunk id>`
+(`examples/langchain/models.row_ids`), and an app that puts the retrieved `Document`s
+themselves into a prompt, as LangGraph's Self-RAG tutorial does, sends that id to the LLM. A
+name drawn at random for each run made those prompts, and so the answers, the graders' verdicts
+and a query's path through the graph, differ from run to run with nothing else changed (self-rag
+batch on the twins: 224 to 232 LLM calls, bounds 2.27 to 3.73 s over five runs).
+
+A run holds its name with a PostgreSQL advisory lock for as long as its documents are indexed,
+so two runs of one workload on one database at once do not drop each other's rows: the second
+gets a name of its own, drawn at random, and says so in the log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+logger = logging.getLogger("accel.benchmarks.index_names")
+
+
+def workload_name(example: str, framework: str, **workload: Any) -> str:
+    """`bench_<example>_<8 hex>`: the hex digests the framework and whatever decides the
+    workload's documents (question count, seed, corpus modules, chunk size)."""
+    key = json.dumps({"framework": framework, **workload}, sort_keys=True, default=list)
+    return f"bench_{example.replace('-', '_')}_{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+
+
+@dataclass
+class NameLease:
+    """A collection name held by this process until `release` (or the process's end, which
+    closes the lock's connection). `shared` is False when the workload's own name was taken."""
+
+    name: str
+    shared: bool
+    _conn: Any = None
+
+    def release(self) -> None:
+        if self._conn is not None:
+            self._conn.close()  # a session lock ends with its connection
+            self._conn = None
+
+
+def lease(pg_dsn: str, name: str) -> NameLease:
+    """Hold `name` for this run, or, while another run holds it, a fresh random name."""
+    import psycopg
+
+    conn = psycopg.connect(pg_dsn, autocommit=True)
+    try:
+        held = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (name,)).fetchone()[0]
+    except BaseException:
+        conn.close()
+        raise
+    if held:
+        return NameLease(name, True, conn)
+    conn.close()
+    own = f"{name}_{uuid.uuid4().hex[:8]}"
+    logger.warning("another run holds the index %s on this database: this run indexes into %s, so prompts that "
+                   "carry row ids (self-rag's) differ from other runs'; run one benchmark of a workload at a time "
+                   "to compare runs", name, own)
+    return NameLease(own, False)
