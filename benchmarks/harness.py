@@ -173,7 +173,8 @@ def _compare(config: BenchConfig, stack: Any, progress: Progress, indexed: Index
     def reset() -> None:
         resets.append(reset_prefix_cache(stack.openai_base_url))
 
-    meter = _meter(config, stack, driver, apps, indexed, reset, progress)
+    chunks = driver.chunks(workload.documents)
+    meter = _meter(config, stack, driver, apps, indexed, chunks, reset, progress)
     rounds: list[bounds.Round | None] = []
     if config.mode == "single":
         runs = {name: [run] for name, run in _rounds(config, systems, apps, driver, workload.questions, reset, meter, rounds, progress).items()}
@@ -187,14 +188,16 @@ def _compare(config: BenchConfig, stack: Any, progress: Progress, indexed: Index
     measured = bounds.Measured(spec, config.mode, config.queries, arrivals, lone.llm_calls if lone else (), floor)
     summary = bounds.settle(measured, rounds, lambda i: meter.round(i % len(workload.questions)), dict(zip(rates, runs_at)),
                             progress=progress)
-    return _report(config, workload.questions, runs_at, stack, all(resets) and bool(resets), measured, summary)
+    report = _report(config, workload.questions, runs_at, stack, all(resets) and bool(resets), measured, summary)
+    report["index"] = {"collection": indexed.collection, "chunks": len(chunks),
+                       "shared_text_chunks": index_names.shared_text_chunks(chunks)}
+    return report
 
 
-def _meter(config: BenchConfig, stack: Any, driver: Any, apps: Apps, indexed: Indexed, reset: Callable[[], None],
-           progress: Progress) -> bounds.Meter:
-    """The bound's instruments, loaded before the first round."""
+def _meter(config: BenchConfig, stack: Any, driver: Any, apps: Apps, indexed: Indexed, chunks: list[str],
+           reset: Callable[[], None], progress: Progress) -> bounds.Meter:
+    """The bound's instruments, loaded before the first round (`chunks`: the indexed texts)."""
     spec, questions = example(config.example), indexed.workload.questions
-    chunks = driver.chunks(indexed.workload.documents)
 
     def time_stock(i: int) -> list[float] | None:
         reset()  # stock's prompts as a lone stock query finds them

@@ -1,4 +1,5 @@
-"""The name a benchmark indexes its documents under: the same in every run of one workload.
+"""What keeps a benchmark's index the same from run to run: the name its documents go under,
+the same in every run of one workload, and a count of the chunks whose order it cannot fix.
 
 The name reaches the prompts. LangChain's PGVector ids each row `<collection>/<chunk id>`
 (`examples/langchain/models.row_ids`), and an app that puts the retrieved `Document`s
@@ -10,6 +11,11 @@ batch on the twins: 224 to 232 LLM calls, bounds 2.27 to 3.73 s over five runs).
 A run holds its name with a PostgreSQL advisory lock for as long as its documents are indexed,
 so two runs of one workload on one database at once do not drop each other's rows: the second
 gets a name of its own, drawn at random, and says so in the log.
+
+What a name cannot fix: chunks with the same text get the same vector, so a search returns them
+at equal distances, in Postgres's physical row order, which the apps' `ORDER BY distance` leaves
+open and which can change between runs (self-rag: one query of 32, 3 of 366 prompts).
+`shared_text_chunks` counts them, so a report says when its workload has such ties.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ import hashlib
 import json
 import logging
 import uuid
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,3 +72,8 @@ def lease(pg_dsn: str, name: str) -> NameLease:
                    "carry row ids (self-rag's) differ from other runs'; run one benchmark of a workload at a time "
                    "to compare runs", name, own)
     return NameLease(own, False)
+
+
+def shared_text_chunks(chunks: Sequence[str]) -> int:
+    """How many of `chunks` have a text that another chunk has too (each such chunk counted)."""
+    return sum(n for n in Counter(chunks).values() if n > 1)

@@ -277,6 +277,17 @@ def encoder_requests_line(report: dict[str, Any]) -> str | None:
     return f"requests to the {' / '.join(servers)} servers: {shown}"
 
 
+def index_line(report: dict[str, Any]) -> str | None:
+    """Said only when the index holds chunks of the same text: their order in a search can
+    differ between runs, and with it any prompt that lists them (None: no such ties)."""
+    index = report.get("index") or {}
+    shared = index.get("shared_text_chunks")
+    if not shared:
+        return None
+    return (f"index: {shared} of {index['chunks']} chunks share their text with another; a search returns them at equal "
+            "distances in Postgres's row order, which can differ between runs (a run's systems share one index)")
+
+
 def front_end_line(report: dict[str, Any]) -> str | None:
     """CPU time this process spent per query, per system, and where one front-end saturates."""
     spent = {name: s["front_end"] for name, s in report["systems"].items() if s.get("front_end")}
@@ -327,6 +338,8 @@ def render(report: dict[str, Any], width: int = 80) -> str:
     if line := encoder_requests_line(report):
         parts.append(_wrap(line, width))
     if line := front_end_line(report):
+        parts.append(_wrap(line, width))
+    if line := index_line(report):
         parts.append(_wrap(line, width))
     if line := twin_cpu_line(report):
         parts.append(_wrap(line, width))

@@ -12,6 +12,7 @@ import pytest
 
 from accel.benchmarks import bounds, plots, report as reports
 from accel.benchmarks.harness import BenchConfig, compare
+from accel.benchmarks.index_names import workload_name
 from accel.examples.stack import StackConfig
 
 pytestmark = [pytest.mark.engines, pytest.mark.slow]
@@ -60,6 +61,9 @@ def test_single_mode_report(stack: StackConfig, framework: str, tmp_path: Path) 
     indexes = _bench_indexes(stack)
     report = compare(_config(framework, "single"), stack)
     assert _bench_indexes(stack) == indexes  # the run's collection / table is dropped afterwards
+    index = report["index"]  # named by the workload (index_names), the same in every run of it
+    assert index["collection"] == workload_name("advanced-rag", framework, queries=2, seed=0, modules=MODULES, max_chars=1500)
+    assert index["chunks"] > 0 and 0 <= index["shared_text_chunks"] < index["chunks"]
     assert report["prefix_cache_reset_between_systems"] is True
     assert set(report["systems"]) == set(SYSTEMS) - {"stock-concurrent"}
     for field in ("speedup_vs_stock", "equal_rate", "latency", "throughput_qps", "speedup_vs_llamadistpc"):

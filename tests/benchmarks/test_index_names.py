@@ -1,15 +1,20 @@
 """A benchmark indexes one workload under the same name in every run (the name reaches
-self-rag's prompts through its row ids), and two runs of it on one database at once still get
-names of their own."""
+self-rag's prompts through its row ids), two runs of it on one database at once still get
+names of their own, and a report says when chunks of the same text leave a search's order open."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
-from accel.benchmarks.index_names import lease, workload_name
+from accel.benchmarks import summary
+from accel.benchmarks.index_names import lease, shared_text_chunks, workload_name
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "benchmarks"
 
 
 def test_the_name_follows_the_workload_and_nothing_else() -> None:
@@ -38,3 +43,17 @@ def test_a_second_run_at_once_gets_its_own_name_and_the_workloads_name_comes_bac
     third = lease(dsn, name)
     assert (third.name, third.shared) == (name, True)
     third.release()
+
+
+def test_chunks_of_the_same_text_are_counted_and_the_report_says_so_within_80_columns() -> None:
+    chunks = ["a heap", "Static methods inherited", "b", "Static methods inherited", "a heap", "a heap"]
+    assert shared_text_chunks(chunks) == 5
+    assert shared_text_chunks(["a", "b"]) == shared_text_chunks([]) == 0
+    assert summary.index_line({"index": {"chunks": 6, "shared_text_chunks": 0}}) is None
+    assert summary.index_line({}) is None  # reports from before the count
+    report = json.loads((DOCS / "advanced-rag-langchain-batch.json").read_text())
+    report["index"] = {"collection": "bench_x", "chunks": 412, "shared_text_chunks": 5}
+    text = summary.render(report, width=80)
+    said = " ".join(line for line in text.splitlines() if "share their text" in line or "row order" in line)
+    assert said.startswith("index: 5 of 412 chunks share their text with another")
+    assert max(len(line) for line in text.splitlines()) <= 80
