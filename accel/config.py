@@ -40,6 +40,25 @@ def _count(name: str) -> int | None:
         raise ValueError(f"{name}={value!r} is not a whole number. Remedy: set it to a count, or unset it.") from None
 
 
+def _seconds(name: str, default: float) -> float:
+    value = _env(name)
+    if value is None:
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise ValueError(f"{name}={value!r} is not a positive number of seconds. Remedy: set it to one (e.g. 10), "
+                         "or unset it.")
+    return seconds
+
+
+CONNECT_TIMEOUT_S = 3.0
+"""A server that has not accepted a connection in 3 s is down or wedged: its request fails then
+(typed, EngineUnavailable) rather than after 10 s; a refused connection fails at once anyway."""
+
+
 def _listed(name: str) -> tuple[str, ...]:
     return tuple(u.strip() for u in (_env(name) or "").split(",") if u.strip())
 
@@ -81,6 +100,10 @@ class Settings:
     """ACCEL_EMBED_REPLICA_URLS (comma-separated): embedding servers serving one model together."""
     rerank_replica_urls: tuple[str, ...] = field(default_factory=lambda: _listed("ACCEL_RERANK_REPLICA_URLS"))
     """ACCEL_RERANK_REPLICA_URLS (comma-separated): rerank servers serving one model together."""
+    connect_timeout_s: float = field(default_factory=lambda: _seconds("ACCEL_CONNECT_TIMEOUT_S", CONNECT_TIMEOUT_S))
+    """ACCEL_CONNECT_TIMEOUT_S: how long accel's engine clients (LLM, embedding and rerank servers)
+    wait for a connection. The timer runs on accel's event loop, so a host loaded enough to stall
+    that loop for longer fails healthy connections: raise it there."""
     vllm_args: tuple[str, ...] = field(default_factory=lambda: tuple(shlex.split(_env("ACCEL_VLLM_ARGS") or "")))
     """ACCEL_VLLM_ARGS (shell words): appended to every vLLM server `accel up` starts, e.g.
     `--enforce-eager` (starts about 8 s sooner on CPU, decodes slower)."""

@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 
+from accel.config import settings
 from accel.engines.base import Engine, Health
 from accel.engines.errors import EmptyBatch, EngineUnavailable, InvalidRequest
 from accel.engines.http_client import engine_client
@@ -101,7 +102,7 @@ class EmbeddingServerEngine(Engine[APICall | ServerEmbedRequest, Any]):
     kind = "embed"
 
     def __init__(self, base_url: str, api_key: str = "EMPTY", *, max_inputs: int = MAX_INPUTS,
-                 timeout_s: float = 600.0, connect_timeout_s: float = 3.0, name: str | None = None,
+                 timeout_s: float = 600.0, connect_timeout_s: float | None = None, name: str | None = None,
                  stands_for: str | None = None) -> None:
         if max_inputs < 1:
             raise InvalidRequest("embed-server", f"max_inputs={max_inputs}", "pass a positive count")
@@ -111,7 +112,8 @@ class EmbeddingServerEngine(Engine[APICall | ServerEmbedRequest, Any]):
         self.name = name or f"embed-server:{self.base_url}"
         self.max_inputs = max_inputs
         self._api_key = api_key
-        self._timeout = httpx.Timeout(timeout_s, connect=connect_timeout_s)
+        self._timeout = httpx.Timeout(timeout_s, connect=settings().connect_timeout_s if connect_timeout_s is None
+                                      else connect_timeout_s)
         self._client: httpx.AsyncClient | None = None
         self.posts = 0
         """Requests sent to the server (merged ones count once)."""

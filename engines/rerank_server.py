@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import httpx
 
+from accel.config import settings
 from accel.engines.base import Engine, Health
 from accel.engines.errors import EmptyBatch, EngineUnavailable, InvalidRequest
 from accel.engines.http_client import engine_client
@@ -30,7 +31,7 @@ class RerankServerEngine(Engine[Pair, float]):
     kind = "rerank"
 
     def __init__(self, base_url: str, model: str, api_key: str = "EMPTY", *, max_pairs: int = MAX_PAIRS,
-                 timeout_s: float = 600.0, connect_timeout_s: float = 3.0, name: str | None = None) -> None:
+                 timeout_s: float = 600.0, connect_timeout_s: float | None = None, name: str | None = None) -> None:
         if max_pairs < 1:
             raise InvalidRequest("rerank-server", f"max_pairs={max_pairs}", "pass a positive count")
         self.base_url = base_url.rstrip("/")
@@ -38,7 +39,8 @@ class RerankServerEngine(Engine[Pair, float]):
         self.name = name or f"rerank-server:{model}"
         self.max_pairs = max_pairs
         self._headers = {"Authorization": f"Bearer {api_key}"}
-        self._timeout = httpx.Timeout(timeout_s, connect=connect_timeout_s)
+        self._timeout = httpx.Timeout(timeout_s, connect=settings().connect_timeout_s if connect_timeout_s is None
+                                      else connect_timeout_s)
         self._client: httpx.AsyncClient | None = None
         self.posts = 0
         """Requests sent to the server."""

@@ -201,3 +201,24 @@ def test_readers_follow_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ACCEL_HOST_LLM", "http://localhost:8000/v1=/models/x")
     assert hosted_llm("http://localhost:8000/v1").model == "/models/x"
     assert hosted_llm("http://localhost:9000/v1") is None
+
+
+def test_engine_clients_wait_for_a_connection_as_long_as_the_setting_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ACCEL_CONNECT_TIMEOUT_S: 3 s unless set; a bad value is refused with its remedy; the
+    LLM, embedding and rerank server clients built without their own value follow it."""
+    from accel.engines.embed_server import EmbeddingServerEngine
+    from accel.engines.llm.openai_client import OpenAIServerEngine
+    from accel.engines.rerank_server import RerankServerEngine
+
+    monkeypatch.delenv("ACCEL_CONNECT_TIMEOUT_S", raising=False)
+    assert Settings().connect_timeout_s == 3.0
+    for bad in ("soon", "0", "-1", "nan"):
+        monkeypatch.setenv("ACCEL_CONNECT_TIMEOUT_S", bad)
+        with pytest.raises(ValueError, match=f"ACCEL_CONNECT_TIMEOUT_S='{bad}' is not a positive number of seconds"):
+            Settings()
+    monkeypatch.setenv("ACCEL_CONNECT_TIMEOUT_S", "12.5")
+    assert Settings().connect_timeout_s == 12.5
+    assert OpenAIServerEngine("http://server.test/v1", "m")._connect_timeout_s == 12.5
+    assert EmbeddingServerEngine("http://server.test/v1")._timeout.connect == 12.5
+    assert RerankServerEngine("http://server.test", "m")._timeout.connect == 12.5
+    assert OpenAIServerEngine("http://server.test/v1", "m", connect_timeout_s=1.0)._connect_timeout_s == 1.0  # its own wins

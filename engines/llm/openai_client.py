@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 
+from accel.config import settings
 from accel.engines.base import Generation, GenerationChunk, GenerationRequest, Health, LLMEngine, SamplingParams
 from accel.engines.errors import EmptyBatch, EngineDied, EngineError, EngineUnavailable, PromptTooLong
 from accel.engines.http_client import engine_client
@@ -32,9 +33,6 @@ _UNREACHABLE_REMEDY = "start the local stack with `accel up`, or point ACCEL_OPE
 _CONTEXT_MARKERS = ("maximum context length", "max_model_len", "context length")
 
 
-CONNECT_TIMEOUT_S = 3.0
-"""A server that has not accepted a connection in 3 s is down or wedged: fail the request then
-(typed, EngineUnavailable) rather than after 10 s; a refused connection fails at once anyway."""
 _ENGINE_DEAD_MARKERS = ("EngineCore encountered an issue", "EngineDeadError", "engine is dead")
 
 MEMO_ENTRIES = 512
@@ -54,13 +52,13 @@ class OpenAIServerEngine(LLMEngine):
     name = "vllm-openai"
 
     def __init__(self, base_url: str, model: str, api_key: str = "EMPTY", *, timeout_s: float = 600.0,
-                 connect_timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+                 connect_timeout_s: float | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.max_model_len = 0
         self._api_key = api_key
         self._timeout_s = timeout_s
-        self._connect_timeout_s = connect_timeout_s
+        self._connect_timeout_s = settings().connect_timeout_s if connect_timeout_s is None else connect_timeout_s
         self._client: httpx.AsyncClient | None = None
         self._streams: dict[str, httpx.Response] = {}
         self._aborted: set[str] = set()

@@ -82,7 +82,8 @@ async def _all_held(proxy: FaultProxy, count: int, pending: list[asyncio.Future]
     assert held.result() == count, f"only {held.result()} of {count} requests held mid-answer in 300 s"
 
 
-async def test_requests_cut_mid_answer_fail_fast_and_the_same_objects_recover(vllm_server, postgres_factory, caplog):
+async def test_requests_cut_mid_answer_fail_fast_and_the_same_objects_recover(vllm_server, postgres_factory, caplog,
+                                                                              monkeypatch):
     """Failing fast: no error has a timeout among its causes (the bug: connect timeouts, 9.45 s
     where stock took 0.14 s), which holds whatever the load. As a backstop for waits that time
     nothing out, eight stock queries are held beside the eight wrapped ones on the same proxy,
@@ -101,11 +102,13 @@ async def test_requests_cut_mid_answer_fail_fast_and_the_same_objects_recover(vl
 
     caplog.set_level(logging.DEBUG, logger="accel.testing.faults")  # shown if the test fails
     with FaultProxy(vllm_server.base_url) as proxy:
-        # the test's own streams wait up to 30 s to connect, as the real-kill test's do: the
+        # every engine client here waits up to 30 s to connect, as the real-kill test's do: the
         # eight stock queries' in-process embedding and reranking beside them once kept this
         # loop from running for over 3 s, and all eight streams "timed out" connecting to the
-        # listening proxy before any fault (a fresh-clone run, 2026-11-26); after the kill a
-        # connect is refused at once, which is what the test checks
+        # listening proxy before any fault (a fresh-clone run, 2026-11-26); a wrapped query's
+        # engine did the same beside two busy loops (2026-12-06). After the kill a connect is
+        # refused at once, which is what the test checks
+        monkeypatch.setenv("ACCEL_CONNECT_TIMEOUT_S", "30")  # the wrapped apps' engines too
         engine = OpenAIServerEngine(proxy.url + "/v1", vllm_server.model, connect_timeout_s=30)
         try:
             await engine.start()
