@@ -25,7 +25,8 @@ Before = Callable[[httpx.Request], After | None]
 
 @contextmanager
 def intercepting(before: Before) -> Iterator[None]:
-    """Every request sent through httpx's transports passes `before` while inside."""
+    """Every request sent through httpx's transports or accel's engine transport passes
+    `before` while inside."""
     sync_send = httpx.HTTPTransport.handle_request
     async_sends = {kind: kind.handle_async_request for kind in (httpx.AsyncHTTPTransport, AiohttpTransport)}
 

@@ -24,10 +24,9 @@ from typing import Any
 
 import httpx
 
-from accel.config import settings
 from accel.engines.base import Engine, Health
 from accel.engines.errors import EmptyBatch, EngineUnavailable, InvalidRequest
-from accel.engines.http_client import engine_client
+from accel.engines.http_client import connect_timeout, engine_client
 from accel.engines.keepalive import client_limits
 from accel.engines.llm.api_call import HOP_HEADERS, APICall, APIResponse
 
@@ -112,8 +111,7 @@ class EmbeddingServerEngine(Engine[APICall | ServerEmbedRequest, Any]):
         self.name = name or f"embed-server:{self.base_url}"
         self.max_inputs = max_inputs
         self._api_key = api_key
-        self._timeout = httpx.Timeout(timeout_s, connect=settings().connect_timeout_s if connect_timeout_s is None
-                                      else connect_timeout_s)
+        self._timeout = httpx.Timeout(timeout_s, connect=connect_timeout(connect_timeout_s))
         self._client: httpx.AsyncClient | None = None
         self.posts = 0
         """Requests sent to the server (merged ones count once)."""

@@ -33,6 +33,8 @@ from typing import Any
 import aiohttp
 import httpx
 
+from accel.config import settings
+
 from .keepalive import client_limits
 
 _HTTPX_ERRORS: tuple[tuple[type[BaseException], type[httpx.TransportError]], ...] = (
@@ -154,6 +156,12 @@ def tls_context() -> ssl.SSLContext:
     event loop when its engine attached (a query waiting; the loop blocked). Verification is
     unchanged; the environment's SSL_CERT_FILE / SSL_CERT_DIR are read at the first client."""
     return httpx.create_ssl_context()
+
+
+def connect_timeout(given_s: float | None) -> float:
+    """An engine's connect timeout: its own where given, else the setting
+    (ACCEL_CONNECT_TIMEOUT_S, 3 s unless set), read when the engine is built."""
+    return settings().connect_timeout_s if given_s is None else given_s
 
 
 def engine_client(*, limits: httpx.Limits | None = None, **kwargs: Any) -> httpx.AsyncClient:

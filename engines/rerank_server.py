@@ -13,10 +13,9 @@ from collections.abc import Sequence
 
 import httpx
 
-from accel.config import settings
 from accel.engines.base import Engine, Health
 from accel.engines.errors import EmptyBatch, EngineUnavailable, InvalidRequest
-from accel.engines.http_client import engine_client
+from accel.engines.http_client import connect_timeout, engine_client
 
 _REMEDY = "start the encoder servers with `accel up --encoders server`, or point ACCEL_RERANK_BASE_URL at a running server"
 Pair = tuple[str, str]
@@ -39,8 +38,7 @@ class RerankServerEngine(Engine[Pair, float]):
         self.name = name or f"rerank-server:{model}"
         self.max_pairs = max_pairs
         self._headers = {"Authorization": f"Bearer {api_key}"}
-        self._timeout = httpx.Timeout(timeout_s, connect=settings().connect_timeout_s if connect_timeout_s is None
-                                      else connect_timeout_s)
+        self._timeout = httpx.Timeout(timeout_s, connect=connect_timeout(connect_timeout_s))
         self._client: httpx.AsyncClient | None = None
         self.posts = 0
         """Requests sent to the server."""

@@ -21,10 +21,9 @@ from typing import Any
 
 import httpx
 
-from accel.config import settings
 from accel.engines.base import Generation, GenerationChunk, GenerationRequest, Health, LLMEngine, SamplingParams
 from accel.engines.errors import EmptyBatch, EngineDied, EngineError, EngineUnavailable, PromptTooLong
-from accel.engines.http_client import engine_client
+from accel.engines.http_client import connect_timeout, engine_client
 from accel.engines.keepalive import client_limits
 from accel.engines.llm.api_call import HOP_HEADERS, APICall, APIChunk, APIResponse
 from accel.engines.llm.local_tokenizer import LocalTokenizer
@@ -58,7 +57,7 @@ class OpenAIServerEngine(LLMEngine):
         self.max_model_len = 0
         self._api_key = api_key
         self._timeout_s = timeout_s
-        self._connect_timeout_s = settings().connect_timeout_s if connect_timeout_s is None else connect_timeout_s
+        self._connect_timeout_s = connect_timeout(connect_timeout_s)
         self._client: httpx.AsyncClient | None = None
         self._streams: dict[str, httpx.Response] = {}
         self._aborted: set[str] = set()

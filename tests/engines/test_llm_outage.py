@@ -108,8 +108,8 @@ async def test_requests_cut_mid_answer_fail_fast_and_the_same_objects_recover(vl
         # listening proxy before any fault (a fresh-clone run, 2026-11-26); a wrapped query's
         # engine did the same beside two busy loops (2026-12-06). After the kill a connect is
         # refused at once, which is what the test checks
-        monkeypatch.setenv("ACCEL_CONNECT_TIMEOUT_S", "30")  # the wrapped apps' engines too
-        engine = OpenAIServerEngine(proxy.url + "/v1", vllm_server.model, connect_timeout_s=30)
+        monkeypatch.setenv("ACCEL_CONNECT_TIMEOUT_S", "30")  # this engine and the wrapped apps' ones
+        engine = OpenAIServerEngine(proxy.url + "/v1", vllm_server.model)
         try:
             await engine.start()
             config = StackConfig(proxy.url + "/v1", vllm_server.model, postgres_factory("accel-outage-"),
