@@ -100,9 +100,34 @@ async def test_a_failing_shared_request_fails_exactly_the_queries_that_share_it(
             scope.submit(sched, task("q2", ["ok", "fine"])),
             return_exceptions=True,
         )
-    assert isinstance(outcomes[0], InvalidRequest) and outcomes[1] is outcomes[0]  # the same exception
-    assert outcomes[2] == ["OK", "FINE"]
-    assert scope.computed["embed"] == 3 and scope.shared["embed"] == 2  # 'bad' and 'ok' were computed once each
+    assert isinstance(outcomes[0], InvalidRequest)
+    # q1 waited for 'bad' in q0's task, which failed as a whole: 'bad' ran alone, and failed alike
+    assert isinstance(outcomes[1], InvalidRequest) and str(outcomes[1]) == str(outcomes[0])
+    assert outcomes[2] == ["OK", "FINE"]  # 'ok' was in q0's failed task too: run alone, it answers
+    assert scope.computed["embed"] == 3 and scope.shared["embed"] == 2  # 'bad' and 'ok' were asked for twice
+    assert ["bad"] in engine.batches and ["ok"] in engine.batches
+
+
+async def test_a_query_sends_its_unknown_requests_as_one_task() -> None:
+    """A batch with nothing to share reaches the engine scheduler as it would without the scope:
+    one task per query node, never one per request."""
+    engine = FakeEngine(compute=str.upper)
+    scope = ShareScope()
+    async with EngineScheduler("embed", engine) as sched:
+        enqueued: list[int] = []
+        enqueue = sched._enqueue
+
+        async def counting(t: EngineTask) -> None:
+            enqueued.append(len(t.requests))
+            await enqueue(t)
+
+        sched._enqueue = counting  # type: ignore[method-assign]
+        a, b = await asyncio.gather(scope.submit(sched, task("q0", ["a", "b", "a", "c"])),
+                                    scope.submit(sched, task("q1", ["d", "e"])))
+        c = await scope.submit(sched, task("q2", ["b", "f"]))
+    assert (a, b, c) == (["A", "B", "A", "C"], ["D", "E"], ["B", "F"])
+    assert enqueued == [3, 2, 1]  # q0's repeat of 'a' and q2's 'b' were shared, not sent
+    assert scope.shared["embed"] == 2 and scope.computed["embed"] == 6
 
 
 async def test_a_query_leaving_early_does_not_stop_work_others_wait_for() -> None:
