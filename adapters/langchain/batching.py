@@ -59,8 +59,8 @@ class _Open:
 
 def threads_reason(chain: LoweredChain, calls: Sequence[_Call]) -> str | None:
     """Why this batch must run as `Runnable.batch` runs it (None: it may begin together)."""
-    if len(calls) < 2:  # stock runs a lone input on the calling thread
-        return "fewer than two inputs"
+    if len(calls) < 2:
+        return None if calls else "no inputs"
     if chain.leaf_root:
         return "a model or retriever wrapped alone opens its own runs"
     for call in calls:

@@ -167,9 +167,8 @@ class LoweredChain(StockRuns):
 
     def batch(self, runnable: Runnable, inputs: list[Any], config: Any = None, *, return_exceptions: bool = False,
               **kwargs: Any) -> list[Any]:
-        """One share scope over the inputs' queries, begun together (`batching`), or
-        `Runnable.batch` over the drop-in's `invoke` where that cannot be (a sequence's own
-        batch would batch step by step)."""
+        """`Runnable.batch` over the drop-in's `invoke`, one share scope (a sequence's own batch
+        would batch step by step)."""
         if self._own_batch:
             why = f"{', '.join(self._own_batch)} batch(es) on their own"
             return self._stock(why, "batch", inputs, config, return_exceptions=return_exceptions, target=self.original, **kwargs)

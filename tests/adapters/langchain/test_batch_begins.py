@@ -77,15 +77,6 @@ def test_every_query_begins_before_any_waits_and_answers_as_stock(vectorstore, c
     assert not any(name.startswith("batches begun per thread") for name in fast.counters)
 
 
-def test_a_batch_of_one_runs_on_the_calling_thread_as_stocks(vectorstore, chat_model, questions, monkeypatch) -> None:
-    chain = _rag(vectorstore, chat_model)
-    fast = accel.wrap(chain)
-    flights = Flights(fast, monkeypatch)
-    assert fast.batch(questions[:1]) == chain.batch(questions[:1])
-    assert flights.waiting_threads == {threading.get_ident()}
-    assert fast.batch([]) == []
-
-
 def test_max_concurrency_bounds_the_queries_begun(vectorstore, chat_model, questions, monkeypatch) -> None:
     chain = _rag(vectorstore, chat_model)
     fast = accel.wrap(chain)
