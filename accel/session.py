@@ -420,13 +420,7 @@ class Session:
         `ThreadCaller` (accel.caller), this thread runs the query's user code meanwhile. An
         interrupt of the waiting thread cancels the query."""
         self._refuse_blocking("arun")
-        return self.wait(self.submit(template, inputs, watcher=watcher), caller=caller)
-
-    def wait(self, future: concurrent.futures.Future[object], *, caller: ThreadCaller | None = None) -> object:
-        """Block until a `submit`ted query answers, this thread running its user code meanwhile
-        when it is the query's `ThreadCaller`; an interrupt of the waiting thread cancels the
-        query. Split from `run` so a batch can submit every query before it waits for any."""
-        self._refuse_blocking("arun")
+        future = self.submit(template, inputs, watcher=watcher)
         try:
             return future.result() if caller is None else caller.serve(future)
         except BaseException:

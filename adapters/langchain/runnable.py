@@ -29,12 +29,10 @@ in `explain()`.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import aclosing, closing, contextmanager
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -43,7 +41,6 @@ from langchain_core.runnables.config import ensure_config, get_callback_manager_
 
 from accel.adapters.common.errors import stock_embed_error, stock_llm_error, stock_vectordb_error
 from accel.adapters.common.explain import draw, explain_text
-from accel.adapters.langchain import batching
 from accel.adapters.langchain.capture import Capture, Step
 from accel.adapters.langchain.runs import RunTree
 from accel.adapters.langchain.stock_runs import END, StockRuns, stock_anext, stock_next
@@ -122,17 +119,6 @@ class LoweredChain(StockRuns):
             bound = {**bound, **layer.kwargs}
         return config, {**bound, **kwargs}
 
-    def bind(self, config: RunnableConfig | None, kwargs: dict[str, Any]) -> tuple[RunnableConfig | None, dict[str, Any]]:
-        return self._bind(config, kwargs)
-
-    @property
-    def leaf_root(self) -> bool:
-        return self._leaf_root
-
-    def stock_reason(self, config: RunnableConfig | None, kwargs: dict[str, Any]) -> str | None:
-        """Why a sync call with this (bound) config and kwargs runs the stock chain, or None."""
-        return self._stock_only(kwargs, "sync") or stock_listener(config, asynchronous=False)
-
     def _stock_only(self, kwargs: dict[str, Any], entry: str) -> str | None:
         """Why only the stock chain may answer this call (`entry`: "sync" or "async"), or None."""
         if kwargs and self._kwargs_route == "stock":
@@ -172,14 +158,7 @@ class LoweredChain(StockRuns):
         if self._own_batch:
             why = f"{', '.join(self._own_batch)} batch(es) on their own"
             return self._stock(why, "batch", inputs, config, return_exceptions=return_exceptions, target=self.original, **kwargs)
-        calls = batching.plan(self, inputs, config, kwargs)
-        why = batching.threads_reason(self, calls)
         with self._session.share(self._template, self.counters):  # issue 13: the batch's identical requests run once
-            if why is None:
-                return batching.batch(self, runnable, calls, return_exceptions)
-            if len(calls) > 1:
-                log.debug("accel.wrap(%s): batch of %d begins on its threads: %s", self.name, len(calls), why)
-                self.counters[f"batches begun per thread: {why}"] += 1
             return Runnable.batch(runnable, inputs, config, return_exceptions=return_exceptions, **kwargs)
 
     async def abatch(self, runnable: Runnable, inputs: list[Any], config: Any = None, *, return_exceptions: bool = False,
@@ -198,27 +177,15 @@ class LoweredChain(StockRuns):
                 "kwargs": kwargs if self._kwargs_route == "first" else {}}
 
     def _invoke(self, input: Any, run_manager: Any, config: RunnableConfig, **kwargs: Any) -> Any:
-        return self.finish(self.begin(input, run_manager, config, kwargs))
-
-    def begin(self, input: Any, run_manager: Any, config: RunnableConfig, kwargs: dict[str, Any]) -> Begun:
-        """The first half of a sync call: its query submitted to the session, in a wrapped run,
-        not yet waited for. A batch begins every query before it waits for any (`batching`)."""
         caller = ThreadCaller()
         query = self._query(input, run_manager, config, caller, kwargs)
-        context = context_with(self._new_run())
-        future = context.run(self._session.submit, self._template, query, watcher=query["runs"])
-        return Begun(input, query, caller, future, kwargs)
-
-    def finish(self, begun: Begun) -> Any:
-        """The second half, on the thread that serves the query's user code until it answers;
-        an engine failure is answered by the stock chain while no user code has run."""
         try:
-            with _runs_closed(begun.query["runs"], self.counters):
-                return self._session.wait(begun.future, caller=begun.caller)
+            with wrapped_run(self._new_run()), _runs_closed(query["runs"], self.counters):
+                return self._session.run(self._template, query, caller=caller, watcher=query["runs"])
         except EngineError as err:
-            self._may_fall_back(err, begun.caller)
+            self._may_fall_back(err, caller)
             with stock_call():
-                return self._root.invoke(begun.input, _child(begun.query), **begun.kwargs)
+                return self._root.invoke(input, _child(query), **kwargs)
 
     async def _ainvoke(self, input: Any, run_manager: Any, config: RunnableConfig, **kwargs: Any) -> Any:
         caller = LoopCaller(asyncio.get_running_loop())
@@ -361,17 +328,6 @@ class LoweredChain(StockRuns):
         text = explain_text(title, self._steps, self._template) + f"\n\nengine limits: {self._session.limits_source}"
         text += "".join(f"\n{line}" for line in self._session.warmup_lines())
         return text + ("\n\ncounters:\n" + "\n".join(counters) if counters else "")
-
-
-@dataclass(frozen=True)
-class Begun:
-    """A sync call between `LoweredChain.begin` and `finish`."""
-
-    input: Any
-    query: dict[str, Any]
-    caller: ThreadCaller
-    future: concurrent.futures.Future[Any]
-    kwargs: dict[str, Any]
 
 
 class _CallRun:

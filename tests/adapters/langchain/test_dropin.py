@@ -95,7 +95,7 @@ def test_compositions_run_the_drop_ins_entry_points_and_answer_as_stock(chain: R
     assert calls == {"stream": 1}  # a sequence streams each step's `transform`: the drop-in's is Runnable's, on stream
     calls.clear()
     assert composed.batch([QUESTION["question"]] * 2) == (ask | chain | shout).batch([QUESTION["question"]] * 2)
-    assert calls == {"batch": 1}  # the drop-in's own batch, which begins each query itself (`batching`)
+    assert calls == {"batch": 1, "invoke": 2}  # the drop-in's batch: `Runnable.batch` over its own invoke
     calls.clear()
     assert asyncio.run(composed.ainvoke(QUESTION["question"])) == asyncio.run((ask | chain | shout).ainvoke(QUESTION["question"]))
     assert calls == {"ainvoke": 1}
