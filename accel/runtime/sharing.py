@@ -121,6 +121,8 @@ class _Group:
 
     job: asyncio.Task[list[Any]]
     keys: list[tuple[str, Hashable]]
+    size: int
+    """Requests in the job, keyed or not: a failure of a job of more than one may be another's."""
     waiters: int = 0
 
 
@@ -177,14 +179,7 @@ class ShareScope:
                     new[full] = len(own)
                     self._count(self.computed, kind)
                 own.append(i)
-        mine = None
-        if own:
-            sub = _subtask(task, [task.requests[i] for i in own])
-            job = asyncio.get_running_loop().create_task(scheduler.submit_unshared(sub), name=f"accel-shared-{task.node}")
-            job.add_done_callback(_retrieve)
-            mine = _Group(job, list(new))
-            for full, at in new.items():
-                self.entries[full] = (mine, at)
+        mine = self._start(scheduler, task, own, new) if own else None
         groups = [g for g in dict.fromkeys([mine, *(g for g, _ in places)]) if g is not None]
         outcomes = await asyncio.gather(*(self._wait(g) for g in groups), return_exceptions=True)
         done = dict(zip(groups, outcomes))
@@ -218,16 +213,25 @@ class ShareScope:
         """Request `index` of `task` when the group computing it failed: that failure where the
         request was the group's only one, else the request run alone (shared again under its
         key), so another query's bad request in the group never fails this one."""
-        if isinstance(error, asyncio.CancelledError) or group is None or len(group.keys) < 2:
+        if isinstance(error, asyncio.CancelledError) or group is None or group.size < 2:
             raise error
         key = (scheduler.name, request_key(task.requests[index]))
         found = self.entries.get(key)
         if found is None or found[0] is group or found[0].job.cancelled():
-            job = asyncio.get_running_loop().create_task(
-                scheduler.submit_unshared(_subtask(task, [task.requests[index]])), name=f"accel-shared-{task.node}")
-            job.add_done_callback(_retrieve)
-            found = self.entries[key] = (_Group(job, [key]), 0)
+            found = (self._start(scheduler, task, [index], {key: 0}), 0)
         return (await self._wait(found[0]))[found[1]]
+
+    def _start(self, scheduler: EngineScheduler, task: EngineTask, indices: list[int],
+               keys: dict[tuple[str, Hashable], int]) -> _Group:
+        """Send `task`'s requests at `indices` as one engine task of the scope's, and enter
+        `keys` (each with its place among them) as computed by it."""
+        sub = _subtask(task, [task.requests[i] for i in indices])
+        job = asyncio.get_running_loop().create_task(scheduler.submit_unshared(sub), name=f"accel-shared-{task.node}")
+        job.add_done_callback(_retrieve)
+        group = _Group(job, list(keys), len(indices))
+        for key, at in keys.items():
+            self.entries[key] = (group, at)
+        return group
 
 
 def _subtask(task: EngineTask, requests: list[Any]) -> EngineTask:

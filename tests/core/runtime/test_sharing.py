@@ -88,7 +88,6 @@ async def test_a_failing_shared_request_fails_exactly_the_queries_that_share_it(
     class Failing(FakeEngine):
         async def run(self, batch):
             self.batches.append(list(batch))
-            await asyncio.sleep(0.01)
             return [compute(r) for r in batch]
 
     engine = Failing()
@@ -106,6 +105,23 @@ async def test_a_failing_shared_request_fails_exactly_the_queries_that_share_it(
     assert outcomes[2] == ["OK", "FINE"]  # 'ok' was in q0's failed task too: run alone, it answers
     assert scope.computed["embed"] == 3 and scope.shared["embed"] == 2  # 'bad' and 'ok' were asked for twice
     assert ["bad"] in engine.batches and ["ok"] in engine.batches
+
+
+async def test_a_task_failing_on_its_unkeyed_request_fails_no_query_sharing_its_keyed_one() -> None:
+    bad = object()  # no key: never shared, but sent in the same engine task as 'ok'
+
+    def compute(request: object) -> str:
+        if request is bad:
+            raise InvalidRequest("embed", "cannot embed this object", "send text")
+        return str(request).upper()
+
+    engine = FakeEngine(compute=compute)
+    scope = ShareScope()
+    async with EngineScheduler("embed", engine) as sched:
+        owner, sharer = await asyncio.gather(scope.submit(sched, task("q0", ["ok", bad])),
+                                             scope.submit(sched, task("q1", ["ok"])), return_exceptions=True)
+    assert isinstance(owner, InvalidRequest) and sharer == ["OK"]
+    assert ["ok"] in engine.batches  # run alone for q1
 
 
 async def test_a_query_sends_its_unknown_requests_as_one_task() -> None:
@@ -130,22 +146,46 @@ async def test_a_query_sends_its_unknown_requests_as_one_task() -> None:
     assert scope.shared["embed"] == 2 and scope.computed["embed"] == 6
 
 
+class Held(FakeEngine):
+    """Each call runs until `release` is set; `started` gets each call's batch as it begins,
+    `stopped` each batch whose call was cancelled: no test here waits on a clock."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self.release = asyncio.Event()
+        self.started: asyncio.Queue[list] = asyncio.Queue()
+        self.stopped: asyncio.Queue[list] = asyncio.Queue()
+
+    async def run(self, batch):
+        await self.started.put(list(batch))
+        try:
+            await self.release.wait()
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            await self.stopped.put(list(batch))
+            raise
+        return [self.compute(r) for r in batch]
+
+
 async def test_a_query_leaving_early_does_not_stop_work_others_wait_for() -> None:
-    engine = FakeEngine(latency=0.05, compute=str.upper)
+    engine = Held(compute=str.upper)
     scope = ShareScope()
     async with EngineScheduler("embed", engine) as sched:
         first = asyncio.create_task(scope.submit(sched, task("q0", ["x"])))
         second = asyncio.create_task(scope.submit(sched, task("q1", ["x"])))
-        await asyncio.sleep(0.01)
+        assert await engine.started.get() == ["x"]
+        assert scope.entries[("embed", ("text", "x"))][0].waiters == 2
         first.cancel()
-        assert await second == ["X"]
         with pytest.raises(asyncio.CancelledError):
             await first
+        engine.release.set()
+        assert await second == ["X"]
+        engine.release.clear()
         lonely = asyncio.create_task(scope.submit(sched, task("q2", ["y"])))
-        await asyncio.sleep(0.01)
+        assert await engine.started.get() == ["y"]
         lonely.cancel()
         await asyncio.gather(lonely, return_exceptions=True)
-        await asyncio.sleep(0.06)
+        assert await engine.stopped.get() == ["y"]
     assert engine.cancelled == 1  # 'y' had no other waiter: its engine call was stopped
     assert ("embed", ("text", "y")) not in scope.entries  # and a later query recomputes it
 
