@@ -31,6 +31,8 @@ from typing import Any
 
 logger = logging.getLogger("accel.benchmarks.index_names")
 
+_LOCK_KEY = "hashtextextended(%s, 0)"  # the advisory lock's 64-bit key for a name
+
 
 def workload_name(example: str, framework: str, **workload: Any) -> str:
     """`bench_<example>_<8 hex>`: the hex digests the framework and whatever decides the
@@ -49,8 +51,15 @@ class NameLease:
     _conn: Any = None
 
     def release(self) -> None:
-        if self._conn is not None:
-            self._conn.close()  # a session lock ends with its connection
+        """Unlock, then close. The unlock is answered once the lock is free; a close alone is
+        not: the server ends the session after the client has gone, so a run started right
+        after could still find the name held (seen on a busy machine)."""
+        if self._conn is None:
+            return
+        try:
+            self._conn.execute(f"SELECT pg_advisory_unlock({_LOCK_KEY})", (self.name,))
+        finally:
+            self._conn.close()
             self._conn = None
 
 
@@ -60,7 +69,7 @@ def lease(pg_dsn: str, name: str) -> NameLease:
 
     conn = psycopg.connect(pg_dsn, autocommit=True)
     try:
-        held = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (name,)).fetchone()[0]
+        held = conn.execute(f"SELECT pg_try_advisory_lock({_LOCK_KEY})", (name,)).fetchone()[0]
     except BaseException:
         conn.close()
         raise
