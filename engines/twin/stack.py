@@ -28,6 +28,10 @@ from accel.engines.stack_home import home_tag, locked_home
 log = logging.getLogger("accel.engines.twin.stack")
 
 START_TIMEOUT_S = 120.0
+SERVED_AS_ACCEL_UP = ("--scheduling-policy", "priority")
+"""The LLM twin schedules as the vLLM server `accel up` starts (`engines/llm/server.serve_args`):
+by `priority`, so accel's depth priorities reach it. Under the twin's default (vLLM's, first come
+first served) accel's client finds priorities refused and sends none; stock sends none either way."""
 
 
 async def launch_twins(profile: str, log_path: Path, *, env: dict[str, str] | None = None,
@@ -41,7 +45,7 @@ async def launch_twins(profile: str, log_path: Path, *, env: dict[str, str] | No
     with open(log_path, "ab") as sink:
         process = subprocess.Popen(
             [sys.executable, "-m", "accel.engines.twin", "--profile", profile, "--port", str(llm),
-             "--embed-port", str(embed), "--rerank-port", str(rerank)],
+             "--embed-port", str(embed), "--rerank-port", str(rerank), *SERVED_AS_ACCEL_UP],
             stdout=subprocess.PIPE, stderr=sink, start_new_session=True, env={**os.environ, **(env or {})})
     assert process.stdout is not None
     try:

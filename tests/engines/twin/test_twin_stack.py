@@ -24,6 +24,10 @@ async def test_up_twin_records_a_stack_that_down_stops(tmp_path) -> None:
             for url in (info.openai_base_url, info.embed_base_url):
                 assert (await client.get(url + "/models")).status_code == 200
             assert (await client.get(info.rerank_base_url + "/health")).status_code == 200
+            # scheduled by priority, as `accel up`'s vLLM: a default twin answers 400 to this
+            ranked = await client.post(info.openai_base_url + "/completions", json={
+                "model": info.model, "prompt": "a ranked request", "max_tokens": 2, "priority": 3})
+            assert ranked.status_code == 200, ranked.text
         again = await up_twin("h100-8b", cfg)
         assert again.server_pid == info.server_pid
         with pytest.raises(Exception, match="already runs"):
