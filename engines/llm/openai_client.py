@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import time
 import uuid
@@ -27,6 +28,9 @@ from accel.engines.http_client import connect_timeout, engine_client
 from accel.engines.keepalive import client_limits
 from accel.engines.llm.api_call import HOP_HEADERS, APICall, APIChunk, APIResponse
 from accel.engines.llm.local_tokenizer import LocalTokenizer
+
+log = logging.getLogger("accel.engines.llm.openai_client")
+_UNRANKED: set[str] = set()  # servers already reported as not scheduling by priority
 
 _UNREACHABLE_REMEDY = "start the local stack with `accel up`, or point ACCEL_OPENAI_BASE_URL at a running server"
 _CONTEXT_MARKERS = ("maximum context length", "max_model_len", "context length")
@@ -81,6 +85,11 @@ class OpenAIServerEngine(LLMEngine):
         self.max_model_len = int(info["max_model_len"])
         self.block_size = await self._server_block_size()
         self.supports_priority = await self._probe_priority()
+        if not self.supports_priority and self.base_url not in _UNRANKED:
+            _UNRANKED.add(self.base_url)
+            log.warning("%s does not schedule by priority: accel sends its requests without their priorities, so "
+                        "a query's final call is not served ahead of other queries' work. For vLLM, start the server "
+                        "with `--scheduling-policy priority`, as `accel up` does", self.base_url)
         if self._local is None:
             self._local = await LocalTokenizer.verified(await self._model_root(), self._server_tokenize)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 
 import httpx
 import pytest
@@ -151,22 +152,27 @@ async def test_a_client_that_leaves_aborts_its_request(make_twin) -> None:
     assert twin.engine.scheduler.counters.generation_tokens < 5000
 
 
-async def test_accels_llm_engine_reads_the_twin_as_it_reads_vllm(make_twin) -> None:
+async def test_accels_llm_engine_reads_the_twin_as_it_reads_vllm(make_twin, caplog: pytest.LogCaptureFixture) -> None:
     """accel's OpenAIServerEngine probes block size, context length and priority, renders chat
-    prompts through /tokenize and /detokenize, and generates, all against the twin."""
+    prompts through /tokenize and /detokenize, and generates, all against the twin. A server
+    that refuses priorities is named once in the log, with the remedy: accel's are lost there."""
     from accel.engines.base import GenerationRequest, SamplingParams
     from accel.engines.llm.openai_client import OpenAIServerEngine
 
     fcfs, ranked = await make_twin(), await make_twin(priority=True)
-    async with OpenAIServerEngine(fcfs.listener.base_url + "/v1", "tiny") as engine, \
-            OpenAIServerEngine(ranked.listener.base_url + "/v1", "tiny") as by_priority:
-        assert (engine.block_size, engine.max_model_len) == (16, 8192)
-        assert not engine.supports_priority and by_priority.supports_priority
-        rendered = await engine.render_chat(CHAT)
-        [chat, plain] = await engine.run([
-            GenerationRequest(messages=CHAT, params=SamplingParams(max_tokens=6, extra={"ignore_eos": True})),
-            GenerationRequest(prompt=rendered, params=SamplingParams(max_tokens=6, extra={"ignore_eos": True,
-                                                                                       "add_special_tokens": False}))])
+    with caplog.at_level(logging.WARNING, logger="accel.engines.llm.openai_client"):
+        async with OpenAIServerEngine(fcfs.listener.base_url + "/v1", "tiny") as engine, \
+                OpenAIServerEngine(ranked.listener.base_url + "/v1", "tiny") as by_priority, \
+                OpenAIServerEngine(fcfs.listener.base_url + "/v1", "tiny"):  # the same server again: not said twice
+            assert (engine.block_size, engine.max_model_len) == (16, 8192)
+            assert not engine.supports_priority and by_priority.supports_priority
+            rendered = await engine.render_chat(CHAT)
+            [chat, plain] = await engine.run([
+                GenerationRequest(messages=CHAT, params=SamplingParams(max_tokens=6, extra={"ignore_eos": True})),
+                GenerationRequest(prompt=rendered, params=SamplingParams(max_tokens=6, extra={
+                    "ignore_eos": True, "add_special_tokens": False}))])
+    warned = [r.getMessage() for r in caplog.records if "does not schedule by priority" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].startswith(fcfs.listener.base_url) and "--scheduling-policy priority" in warned[0]
     assert "What is a twin?" in rendered
     assert chat.completion_tokens == plain.completion_tokens == 6 and chat.prompt_tokens == plain.prompt_tokens
     assert chat.text == plain.text  # the same prompt ids, however they came: the same answer
