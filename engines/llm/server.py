@@ -75,6 +75,12 @@ def port_free(host: str, port: int) -> bool:
         return True
 
 
+PRIORITY_SCHEDULING = ("--scheduling-policy", "priority")
+"""How accel's LLM servers schedule (vLLM's, and the LLM twin of `accel up --twin`): by the
+`priority` accel sends from depth and objectives; vLLM's default, first come first served,
+refuses any non-zero priority, and accel's client then sends none."""
+
+
 def serve_args(model: str, *, served_model_name: str, max_model_len: int | None,
                extra_args: Sequence[str] = ()) -> list[str]:
     """vLLM's serving options as accel runs it, whether in a server process or hosted in
@@ -82,7 +88,7 @@ def serve_args(model: str, *, served_model_name: str, max_model_len: int | None,
     args = [
         "--model", model,
         "--served-model-name", served_model_name,
-        "--scheduling-policy", "priority",
+        *PRIORITY_SCHEDULING,
         "--enable-prompt-tokens-details",
         "--enable-prefix-caching",
         "--dtype", serving_dtype(model),

@@ -22,16 +22,13 @@ from urllib.parse import urlsplit
 
 from accel.config import Settings, settings as current_settings
 from accel.engines.errors import EngineError, EngineUnavailable
+from accel.engines.llm.server import PRIORITY_SCHEDULING, group_members
 from accel.engines.stack import Report, StackInfo, is_twin_stack, read_state, resolve_models
 from accel.engines.stack_home import home_tag, locked_home
 
 log = logging.getLogger("accel.engines.twin.stack")
 
 START_TIMEOUT_S = 120.0
-SERVED_AS_ACCEL_UP = ("--scheduling-policy", "priority")
-"""The LLM twin schedules as the vLLM server `accel up` starts (`engines/llm/server.serve_args`):
-by `priority`, so accel's depth priorities reach it. Under the twin's default (vLLM's, first come
-first served) accel's client finds priorities refused and sends none; stock sends none either way."""
 
 
 async def launch_twins(profile: str, log_path: Path, *, env: dict[str, str] | None = None,
@@ -45,7 +42,8 @@ async def launch_twins(profile: str, log_path: Path, *, env: dict[str, str] | No
     with open(log_path, "ab") as sink:
         process = subprocess.Popen(
             [sys.executable, "-m", "accel.engines.twin", "--profile", profile, "--port", str(llm),
-             "--embed-port", str(embed), "--rerank-port", str(rerank), *SERVED_AS_ACCEL_UP],
+             "--embed-port", str(embed), "--rerank-port", str(rerank),
+             *PRIORITY_SCHEDULING],  # as `accel up`'s vLLM: accel's priorities reach the LLM twin
             stdout=subprocess.PIPE, stderr=sink, start_new_session=True, env={**os.environ, **(env or {})})
     assert process.stdout is not None
     try:
@@ -70,7 +68,6 @@ def _ports(state: StackInfo) -> tuple[int, int, int]:
 
 async def up_twin(profile: str, cfg: Settings | None = None, *, report: Report = lambda _: None) -> StackInfo:
     """Start (or find running, or restart on its recorded ports) the twin stack."""
-    from accel.engines.llm.server import group_members
     from accel.engines.vectordb.server import local_postgres_dsn, start_local_postgres
 
     cfg = cfg or current_settings()
