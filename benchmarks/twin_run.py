@@ -23,7 +23,6 @@ log = logging.getLogger("accel.benchmarks.twin_run")
 
 _LAG = re.compile(r"^twin:lag_seconds_total(?:\{[^}]*\})?\s+([0-9.eE+-]+)$", re.MULTILINE)
 _CPU = re.compile(r"^process_cpu_seconds_total\s+([0-9.eE+-]+)$", re.MULTILINE)
-_STARTED = re.compile(r"^process_start_time_seconds\s+([0-9.eE+-]+)$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -44,12 +43,11 @@ class Reading:
 
 
 def read(stack: Any) -> Reading:
-    """Each twin's `/metrics`, fetched once. The CPU is `process_cpu_seconds_total` summed over
-    the twins' processes (`accel up --twin` serves the LLM twin from one and the encoder twins
-    from another; twins that report one `process_start_time_seconds` share a process, counted
-    once). The twins model GPU servers, yet their own work (tokenising prompts, writing
+    """Each twin's `/metrics`, fetched once. The CPU is the LLM twin's `process_cpu_seconds_total`:
+    `accel up --twin` serves the encoder twins from the same process, so that one reading holds
+    all three. The twins model GPU servers, yet their own work (tokenising prompts, writing
     answers) runs on this machine's cores beside the app; a run's share says how much."""
-    total, seen, cpu = 0.0, False, {}
+    total, seen, cpu = 0.0, False, None
     llm = stack.openai_base_url
     for url in {u for u in (llm, getattr(stack, "embed_base_url", None), getattr(stack, "rerank_base_url", None)) if u}:
         try:
@@ -59,10 +57,9 @@ def read(stack: Any) -> Reading:
         values = [float(v) for v in _LAG.findall(text)]
         seen = seen or bool(values)
         total += sum(values)
-        if values and (found := _CPU.search(text)):  # a real server's process is not the twins'
-            started = _STARTED.search(text)
-            cpu[started.group(1) if started else url] = float(found.group(1))
-    return Reading(total if seen else None, sum(cpu.values()) if cpu else None)
+        if url == llm and values and (found := _CPU.search(text)):  # a real server's process is not the twins'
+            cpu = float(found.group(1))
+    return Reading(total if seen else None, cpu)
 
 
 def lag_s(stack: Any) -> float | None:

@@ -31,7 +31,7 @@ from accel.engines.twin.burn import Burner
 from accel.engines.twin.content import embedding, score
 from accel.engines.twin.engine import Clock, Sleep
 from accel.engines.twin.faults import Faults, FaultScript
-from accel.engines.twin.listener import Listener, process_lines
+from accel.engines.twin.listener import Listener
 from accel.engines.twin.profile import EncoderCost, TwinProfile
 from accel.engines.twin.replay import EncoderReplay, replay_route
 
@@ -334,7 +334,8 @@ class TwinEncoderServer:
         labels = f'model_name="{self.model}"'
         return PlainTextResponse(f"twin:calls_total{{{labels}}} {float(self.device.calls)}\n"
                                  f"twin:simulated_seconds_total{{{labels}}} {self.device.simulated_s}\n"
-                                 f"twin:lag_seconds_total{{{labels}}} {self.device.lag_s}\n" + process_lines())
+                                 f"twin:lag_seconds_total{{{labels}}} {self.device.lag_s}\n"
+                                 f"process_cpu_seconds_total {time.process_time()}\n")
 
 
 def _texts(value: Any, tokenizer: Any) -> list[str] | None:

@@ -10,22 +10,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-import time
 
 import uvicorn
 from starlette.types import ASGIApp
 
 log = logging.getLogger("accel.engines.twin.listener")
-
-PROCESS_STARTED_AT = time.time()
-"""When this process loaded the twins. Each twin's `/metrics` gives it as prometheus_client's
-`process_start_time_seconds` beside `process_cpu_seconds_total`, so a reader of several twins
-counts each process's CPU once (the LLM twin and the encoder twins run in two processes)."""
-
-
-def process_lines() -> str:
-    """This process's CPU and start time, in prometheus_client's names (vLLM's `/metrics` has both)."""
-    return f"process_cpu_seconds_total {time.process_time()}\nprocess_start_time_seconds {PROCESS_STARTED_AT}\n"
 
 
 class Listener:

@@ -3,8 +3,6 @@ it and `down` stops it (in a private home: never the shared stack)."""
 
 from __future__ import annotations
 
-import os
-
 import httpx
 import pytest
 
@@ -55,38 +53,3 @@ async def test_a_plain_up_never_takes_the_twins_for_the_real_engines(tmp_path) -
         assert stack.read_state(cfg) == info
     finally:
         stack.down(cfg)
-
-
-@pytest.mark.slow
-async def test_the_encoder_twins_serve_from_a_process_of_their_own_that_ends_with_the_llm_twins(tmp_path) -> None:
-    """Two processes, as the real servers are: on one loop, stock's many encoder calls held up
-    the loop that ends the LLM twin's modelled steps (up to 0.31 s of lag in its windows). The
-    encoder process still ends with the LLM twin's, even killed, so no twin outlives a stack,
-    and a run's twin CPU counts both processes once each."""
-    import signal
-    from types import SimpleNamespace
-
-    import psutil
-
-    from accel.benchmarks import twin_run
-    from accel.engines.twin.stack import launch_twins
-
-    pid, urls = await launch_twins("h100-8b", tmp_path / "twin.log")
-    try:
-        members = group_members(pid)
-        assert len(members) == 2 and pid in members, members
-        encoders = psutil.Process(next(m for m in members if m != pid))
-        assert encoders.ppid() == pid and "--encoders-only" in encoders.cmdline()
-        async with httpx.AsyncClient() as client:
-            metrics = {url: (await client.get(url.removesuffix("/v1") + "/metrics")).text
-                       for url in (urls["openai_base_url"], urls["embed_base_url"], urls["rerank_base_url"])}
-        started = {url: next(line.split()[1] for line in text.splitlines() if line.startswith("process_start_time_seconds "))
-                   for url, text in metrics.items()}
-        assert started[urls["embed_base_url"]] == started[urls["rerank_base_url"]] != started[urls["openai_base_url"]]
-        llm_alone = twin_run.read(SimpleNamespace(openai_base_url=urls["openai_base_url"])).cpu_s
-        both = twin_run.read(SimpleNamespace(**{k: urls[k] for k in ("openai_base_url", "embed_base_url", "rerank_base_url")})).cpu_s
-        assert llm_alone is not None and both is not None and both > llm_alone
-    finally:
-        os.kill(pid, signal.SIGKILL)  # the LLM twin's process only
-    encoders.wait(timeout=30)  # its stdin closed with the killed process: it stops, not lingers
-    assert not group_members(pid)
