@@ -70,7 +70,10 @@ class Device:
         self.absorbed_s = 0.0
         """Of `simulated_s`, the twin's own handling of calls, counted inside their host part."""
         self.lag_s = 0.0
+        """Wall time the device fell behind its model, as the LLM twin's: how much later than
+        modelled its calls were answered, each slip counted once (not every call's lateness)."""
         self.calls = 0
+        self._late = 0.0  # how late the last call reached its modelled end (without a burner)
         self._stall_s = 0.0
         self._free_at = 0.0
         self._tail: asyncio.Future[None] | None = None
@@ -107,9 +110,14 @@ class Device:
                 if self._tail is done:  # nothing queued behind it: the worker spins, then sleeps
                     self.burner.idle(self.idle_spin_s)
             else:
+                queued = self._free_at > arrived  # it starts at the previous call's modelled end
                 self._free_at = max(arrived, self._free_at) + took
                 now = self.clock()
-                self.lag_s += max(now - self._free_at, 0.0)
+                late = max(now - self._free_at, 0.0)
+                # the schedule's slip, once: a queued call late by what the one before it was
+                # late adds nothing, so a burst of calls each later than the last adds its latest
+                self.lag_s += max(late - self._late, 0.0) if queued else late
+                self._late = late
                 await self.sleep(max(self._free_at - now, 0.0))
             self.simulated_s += took
             self.calls += 1
