@@ -269,7 +269,9 @@ def _counted_runs(config: BenchConfig, systems: list[Any], apps: Apps, driver: A
                     run.spans = recorder.rows()
             cpu_after = front_end.sample(loop=system.accel)
             if twins:  # this system's own lag and CPU: the run's totals mix every system's
-                run.twin_lag_s, run.twin_cpu_s = twin_run.read(stack).since(twins[0])
+                after = twin_run.read(stack)
+                run.twin_lag_s, run.twin_cpu_s = after.since(twins[0])
+                run.twin_lag_by_twin_s = after.lag_by_twin_since(twins[0])
             run.front_end = front_end.per_query(cpu[0] if cpu else None, cpu_after, len(workload.questions),
                                                 in_process_encoders=_in_process_encoders(stack),
                                                 app_loop_busy_s=_app_loop_busy(driver, system, config.mode))

@@ -64,6 +64,7 @@ class SystemRun:
     encoder_requests: dict[str, int] | None = None  # HTTP requests to each encoder server, warm-up excluded
     front_end: dict[str, Any] | None = None  # this process's CPU time per query (benchmarks/front_end.py)
     twin_lag_s: float | None = None  # on twins: how far they fell behind their model during this run (twin_run.py)
+    twin_lag_by_twin_s: dict[str, float] | None = None  # the same lag, each twin's own ("llm", "embed", "rerank")
     twin_cpu_s: float | None = None  # on twins: the CPU their process spent during this run (twin_run.py)
     spans: list[dict[str, Any]] | None = None  # accel's primitive spans in the window, where asked (span_timeline.py)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -33,6 +33,9 @@ class Reading:
 
     lag_s: float | None
     cpu_s: float | None
+    lag_by_twin: dict[str, float] = field(default_factory=dict)
+    """Each twin's own lag ("llm", "embed", "rerank"): which one fell behind. Under a stock
+    LlamaIndex batch it was the embedding twin's, not the LLM's (2026-12-06)."""
 
     def since(self, before: Reading) -> tuple[float | None, float | None]:
         """Lag and CPU between `before` and this reading (None where either lacks it)."""
@@ -41,25 +44,33 @@ class Reading:
 
         return delta(self.lag_s, before.lag_s), delta(self.cpu_s, before.cpu_s)
 
+    def lag_by_twin_since(self, before: Reading) -> dict[str, float] | None:
+        """Each twin's lag between `before` and this reading (None: no twin read both times)."""
+        both = self.lag_by_twin.keys() & before.lag_by_twin.keys()
+        return {twin: self.lag_by_twin[twin] - before.lag_by_twin[twin] for twin in sorted(both)} or None
+
 
 def read(stack: Any) -> Reading:
     """Each twin's `/metrics`, fetched once. The CPU is the LLM twin's `process_cpu_seconds_total`:
     `accel up --twin` serves the encoder twins from the same process, so that one reading holds
     all three. The twins model GPU servers, yet their own work (tokenising prompts, writing
     answers) runs on this machine's cores beside the app; a run's share says how much."""
-    total, seen, cpu = 0.0, False, None
+    by_twin: dict[str, float] = {}
+    cpu = None
     llm = stack.openai_base_url
-    for url in {u for u in (llm, getattr(stack, "embed_base_url", None), getattr(stack, "rerank_base_url", None)) if u}:
+    urls = {"llm": llm, "embed": getattr(stack, "embed_base_url", None), "rerank": getattr(stack, "rerank_base_url", None)}
+    for twin, url in urls.items():
+        if not url or (twin != "llm" and url == llm):
+            continue
         try:
             text = httpx.get(url.rstrip("/").removesuffix("/v1") + "/metrics", timeout=10).text
         except httpx.HTTPError:
             continue
-        values = [float(v) for v in _LAG.findall(text)]
-        seen = seen or bool(values)
-        total += sum(values)
+        if values := [float(v) for v in _LAG.findall(text)]:
+            by_twin[twin] = sum(values)
         if url == llm and values and (found := _CPU.search(text)):  # a real server's process is not the twins'
             cpu = float(found.group(1))
-    return Reading(total if seen else None, cpu)
+    return Reading(sum(by_twin.values()) if by_twin else None, cpu, by_twin)
 
 
 def lag_s(stack: Any) -> float | None:

@@ -45,6 +45,10 @@ def test_a_twin_run_is_labelled_simulated_and_answers_as_stock(twin_stack: Stack
     assert report["simulated"]["twin_lag_s"] is not None and report["simulated"]["twin_lag_s"] >= 0
     own = [report["systems"][name]["twin_lag_s"] for name in ("stock-sequential", "accel-topology")]
     assert all(lag is not None and 0 <= lag <= report["simulated"]["twin_lag_s"] + 1e-9 for lag in own), own
+    for name in ("stock-sequential", "accel-topology"):  # which twin fell behind, and the parts add up
+        system = report["systems"][name]
+        assert set(system["twin_lag_by_twin_s"]) == {"llm", "embed", "rerank"}, system["twin_lag_by_twin_s"]
+        assert sum(system["twin_lag_by_twin_s"].values()) == pytest.approx(system["twin_lag_s"])
     spent = [report["systems"][name]["twin_cpu_s"] for name in ("stock-sequential", "accel-topology")]
     assert all(cpu is not None and cpu > 0 for cpu in spent), spent  # the twins tokenised and answered every request
     assert "the twins' own CPU ms/query" in render(report)
