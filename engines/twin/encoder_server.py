@@ -21,7 +21,6 @@ import time
 import uuid
 from typing import Any, Literal
 
-import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -127,15 +126,6 @@ class Device:
                 done.set_result(None)
             else:  # cancelled while queued: the stream stays in order
                 before.add_done_callback(lambda _: done.set_result(None))
-
-
-class VectorsResponse(JSONResponse):
-    """JSON written by orjson: an embedding answer is hundreds of floats a text, and the standard
-    encoder's float formatting was a third of the embedding twin's CPU per call (py-spy under a
-    stock LlamaIndex batch). The same JSON values (shortest round-trip floats either way)."""
-
-    def render(self, content: Any) -> bytes:
-        return orjson.dumps(content)
 
 
 def _error(message: str, status: int = 400) -> JSONResponse:
@@ -300,7 +290,7 @@ class TwinEncoderServer:
             data.append({"index": index, "object": "embedding", "embedding": value})
         await self._call(lengths, arrived)
         usage = {"prompt_tokens": sum(lengths), "total_tokens": sum(lengths), "completion_tokens": 0}
-        return VectorsResponse({**self._head("embd"), "data": data, "usage": usage})
+        return JSONResponse({**self._head("embd"), "data": data, "usage": usage})
 
     async def _rerank(self, request: Request) -> Response:
         arrived = self.device.clock()

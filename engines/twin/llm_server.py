@@ -60,11 +60,6 @@ class TwinLLMServer:
         self.model_dir = str(model_dir)  # vLLM's model card names it `root`
         self.priority = priority
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-        self._encode = self.tokenizer.backend_tokenizer.encode
-        """The fast tokenizer itself: the same ids as `tokenizer(text).input_ids` for one text,
-        without the wrapper's batch path, which was most of the twin's CPU per prompt (py-spy
-        under a stock LlamaIndex batch: 30 of the LLM twin's 41 samples in `_completions`). The
-        twins stand for GPU servers whose host work has cores of its own; here it takes the app's."""
         special = set(self.tokenizer.all_special_ids)
         self.pieces = [("" if i in special else self.tokenizer.decode([i])) for i in range(len(self.tokenizer))]
         self.vocab = [i for i, piece in enumerate(self.pieces)
@@ -148,14 +143,13 @@ class TwinLLMServer:
             except BadRequest:
                 return []
 
-        self.replay = None if records is None else LLMReplay.load(records, prompt_ids, lambda text: self.token_ids(text, False))
+        def encode(text: str) -> list[int]:
+            return list(self.tokenizer(text, add_special_tokens=False).input_ids)
+
+        self.replay = None if records is None else LLMReplay.load(records, prompt_ids, encode)
         return 0 if self.replay is None else len(self.replay.answers)
 
     # ---- requests ----
-    def token_ids(self, text: str, add_special_tokens: bool) -> list[int]:
-        """A prompt's ids, as vLLM's tokenizer gives them."""
-        return self._encode(text, add_special_tokens=add_special_tokens).ids
-
     def _prompt_ids(self, body: dict[str, Any], chat: bool) -> list[int]:
         if chat:
             messages = body.get("messages")
@@ -169,7 +163,7 @@ class TwinLLMServer:
         if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
             prompt = prompt[0]
         if isinstance(prompt, str):
-            return self.token_ids(prompt, bool(body.get("add_special_tokens", True)))
+            return list(self.tokenizer(prompt, add_special_tokens=body.get("add_special_tokens", True)).input_ids)
         if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
             return prompt
         raise BadRequest("the twin serves one prompt per request (a string or a list of token ids)")

@@ -278,15 +278,3 @@ def test_a_prompts_attended_pairs_are_half_its_square_however_it_is_chunked() ->
     scheduler.add(Seq("b", prompt, 1, plan))  # 2,992 tokens (187 blocks) from the cache
     step = scheduler.plan()
     assert step is not None and step.prefill_pairs == 8 * (2992 + 4)
-
-
-async def test_prompt_ids_from_the_fast_tokenizer_equal_the_wrappers(make_twin) -> None:
-    """The twin tokenises prompts with the fast tokenizer directly (the wrapper's batch path was
-    most of its CPU per prompt); the ids, so the prompt lengths and the answers, stay the same."""
-    twin = await make_twin()
-    eos = twin.tokenizer.eos_token or ""
-    texts = ["Tell me a story", "  leading and trailing  ", "naïve café — ünïcode ✓ 漢字", "tabs\tand\nnew lines\n\n",
-             f"a special token {eos} inside", "", "Question: what is heapq?\nContext:\n" + "word " * 300]
-    for text in texts:
-        for special in (True, False):
-            assert twin.token_ids(text, special) == list(twin.tokenizer(text, add_special_tokens=special).input_ids), (text, special)
