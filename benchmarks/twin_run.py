@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -27,15 +27,18 @@ _CPU = re.compile(r"^process_cpu_seconds_total\s+([0-9.eE+-]+)$", re.MULTILINE)
 
 @dataclass(frozen=True)
 class Reading:
-    """The twins' counters at one moment: their lag, summed over the LLM, embedding and rerank
-    twins, and the CPU their process has spent (each None where no twin answered: not a twin
-    stack)."""
+    """The twins' counters at one moment: each twin's lag and the CPU their process has spent
+    (None where no twin answered: not a twin stack)."""
 
-    lag_s: float | None
-    cpu_s: float | None
-    lag_by_twin: dict[str, float] = field(default_factory=dict)
+    lag_by_twin: dict[str, float]
     """Each twin's own lag ("llm", "embed", "rerank"): which one fell behind. Under a stock
     LlamaIndex batch it was the embedding twin's, not the LLM's (2026-12-06)."""
+    cpu_s: float | None
+
+    @property
+    def lag_s(self) -> float | None:
+        """The twins' lag, summed over them (None: no twin answered)."""
+        return sum(self.lag_by_twin.values()) if self.lag_by_twin else None
 
     def since(self, before: Reading) -> tuple[float | None, float | None]:
         """Lag and CPU between `before` and this reading (None where either lacks it)."""
@@ -70,7 +73,7 @@ def read(stack: Any) -> Reading:
             by_twin[twin] = sum(values)
         if url == llm and values and (found := _CPU.search(text)):  # a real server's process is not the twins'
             cpu = float(found.group(1))
-    return Reading(sum(by_twin.values()) if by_twin else None, cpu, by_twin)
+    return Reading(by_twin, cpu)
 
 
 def lag_s(stack: Any) -> float | None:
