@@ -23,14 +23,15 @@ import contextvars
 import queue
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
+
+from accel.worker_threads import WorkerPool
 
 T = TypeVar("T")
 
 OVERFLOW_WORKERS = 64
-_overflow: ThreadPoolExecutor | None = None
+_overflow: WorkerPool | None = None
 _overflow_lock = threading.Lock()
 
 
@@ -47,11 +48,11 @@ class Caller(Protocol):
         """Run the coroutine `make()` where the caller would (asynchronous callers only)."""
 
 
-def user_code_pool() -> ThreadPoolExecutor:
+def user_code_pool() -> WorkerPool:
     global _overflow
     with _overflow_lock:
         if _overflow is None:
-            _overflow = ThreadPoolExecutor(OVERFLOW_WORKERS, thread_name_prefix="accel-user")
+            _overflow = WorkerPool(OVERFLOW_WORKERS, thread_name_prefix="accel-user")
         return _overflow
 
 

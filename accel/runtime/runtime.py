@@ -14,7 +14,6 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections.abc import AsyncIterator, Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from opentelemetry import trace
@@ -32,12 +31,14 @@ from accel.runtime.policies import PolicyName, get_policy
 from accel.runtime.programs import Priorities, Programs
 from accel.runtime.watch import QueryWatcher
 from accel.tracer.spans import get_tracer, query_span
+from accel.worker_threads import WorkerPool
 
 LOCAL_WORKERS = 256
 """Threads for blocking local ops (opaque user code, sync-only components). That code mostly
 waits on engines (a refine loop's LLM calls), so the pool must not hold fewer queries in
 flight than the caller submits: Python's default (cpu_count + 4, 6 threads on 2 cores) capped a
-batch of 16 at 6 refine loops while stock `batch` ran 16 threads. Threads start only on demand."""
+batch of 16 at 6 refine loops while stock `batch` ran 16 threads. Threads start only on demand,
+without the session loop waiting for them to begin (`accel.worker_threads`)."""
 
 
 class Runtime:
@@ -64,7 +65,7 @@ class Runtime:
             for name, engine in self.engines.items()
         }
         self._max_workers = max_workers
-        self._executor: ThreadPoolExecutor | None = None
+        self._executor: WorkerPool | None = None
         self._tracer_provider = tracer_provider
         self._plans: weakref.WeakKeyDictionary[Template, Plan] = weakref.WeakKeyDictionary()
         self._ids = itertools.count()
@@ -75,7 +76,7 @@ class Runtime:
     async def start(self) -> None:
         """Start the engine schedulers and the worker pool for blocking local code."""
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(self._max_workers, thread_name_prefix="accel-local")
+            self._executor = WorkerPool(self._max_workers, thread_name_prefix="accel-local")
         for scheduler in self.schedulers.values():
             await scheduler.start()
 
