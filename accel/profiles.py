@@ -118,6 +118,12 @@ class MeasuredLimits:
         names = list(names)
         return next((n for n in names if n in self.seconds or n in self.overheads), names[0] if names else "")
 
+    def efficient_batch(self, engine_name: str) -> int | None:
+        """The engine's max efficient batch: the largest over its measured input classes (an
+        encoder server's pairs, or its query- and chunk-length texts); None: not profiled."""
+        sizes = self.by_engine.get(engine_name, {}).values()
+        return max(sizes) if sizes else None
+
     def call_overhead(self, engine_name: str) -> float | None:
         """Measured seconds one call of this engine costs whatever it carries; None: not measured."""
         return self.overheads.get(engine_name)

@@ -250,9 +250,10 @@ class Session:
     def _sized(self, engine: Engine, limits: EngineLimits | None, names: tuple[str, ...] | None = None) -> EngineLimits | None:
         """Limits that size calls by duration get the engine's measured cost per request; an
         engine without a profile keeps its count cap (logged). A call's fixed cost, where the
-        limits hold calls for open streams, is the measured one too. An LLM keeps more requests
-        in flight than the default where its profile shows it still gaining past that many.
-        `names`: what the engine's profile may be saved under (`profile_names`), first found wins."""
+        limits hold calls for open streams, is the measured one too, and an engine on a device
+        of its own (`EngineLimits.efficient_calls`) takes at most its max efficient batch a call.
+        An LLM keeps more requests in flight than the default where its profile shows it still
+        gaining past that many. `names`: what the engine's profile may be saved under (`profile_names`), first found wins."""
         if isinstance(engine, LLMEngine) and limits is not None:
             return self._llm_sized(engine, limits)
         measured = self._measured_limits()
@@ -260,6 +261,11 @@ class Session:
         overhead = measured.call_overhead(profiled) if limits is not None else None
         if overhead is not None and limits.call_overhead_s:
             limits = dataclasses.replace(limits, call_overhead_s=overhead)
+        efficient = measured.efficient_batch(profiled) if limits is not None and limits.efficient_calls else None
+        if efficient is not None and efficient < limits.max_batch_size:
+            log.info("engine %s: calls of at most %d requests (its profile's max efficient batch)",
+                     getattr(engine, "name", engine), efficient)
+            limits = dataclasses.replace(limits, max_batch_size=efficient)
         if limits is None or limits.max_call_s is None or limits.item_seconds is not None:
             return limits
         seconds = measured.item_seconds(profiled)

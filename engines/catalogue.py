@@ -54,8 +54,12 @@ requests of at most `MAX_INPUTS` inputs. Calls are sized by duration (`EMBED_CAL
 `accel profile` has measured the server, by this count until then."""
 
 RERANK_PAIRS_PER_RUN = 1024
-"""(query, passage) pairs one rerank-server engine call takes at most (one `/score` request);
-sized by duration (`RERANK_CALL_S`) once the server is profiled."""
+"""(query, passage) pairs one rerank-server engine call takes at most (one `/score` request)
+until the server is profiled; then at most its max efficient batch (`EngineLimits.
+efficient_calls`), sized by duration (`RERANK_CALL_S`) within it. A server runs on a device of
+its own, so unlike the in-process reranker's, its long calls only hold queries back: the
+LlamaIndex advanced-RAG batch on the `h100-8b` twins (max efficient batch 128) took 2.21 s with
+128 pairs a call against 2.35 s with 1,024 (docs/benchmarks-twin.md)."""
 
 EMBED_SERVER_CALL_OVERHEAD_S = 0.007
 """Seconds one embedding-server request costs whatever it carries, until `accel profile` has
@@ -155,7 +159,7 @@ def rerank_server(base_url: str, model: str, api_key: str = "EMPTY") -> EngineSp
         return rerank_server_engine(root, model, api_key)
 
     return EngineSpec("rerank", ("server", root, model, api_key), make,
-                      EngineLimits(max_batch_size=RERANK_PAIRS_PER_RUN, max_call_s=RERANK_CALL_S))
+                      EngineLimits(max_batch_size=RERANK_PAIRS_PER_RUN, max_call_s=RERANK_CALL_S, efficient_calls=True))
 
 
 def search() -> EngineSpec:

@@ -35,6 +35,11 @@ class EngineLimits:
     item_seconds: Callable[[Any], float] | None = None
     """Expected seconds of one request at the engine's efficient batch size (from its
     measured profile, `accel.profiles`); None: calls are sized by count only."""
+    efficient_calls: bool = False
+    """Batch engines on a device of their own (encoder servers): once the engine is profiled, a
+    call carries at most its max efficient batch (Teola's batch limit). Past it a bigger call
+    gains the device little throughput and holds every query in it until the whole call ends.
+    Not for in-process encoders, which share the LLM's cores (`catalogue.RERANK_CALL_S`)."""
     call_overhead_s: float = 0.0
     """Batch engines: seconds one `run` call costs whatever it carries (an encoder server's
     HTTP round trip and request handling: its profile's batch-1 latency less one item's

@@ -65,6 +65,29 @@ def test_the_session_gives_duration_limits_their_measured_cost(tmp_path: Path, m
     assert session._sized(reranker, EngineLimits()) == EngineLimits()  # count-sized limits stay so
 
 
+def test_an_encoder_server_takes_at_most_its_max_efficient_batch_a_call_once_profiled(tmp_path: Path, monkeypatch) -> None:
+    """A rerank server's calls shrink from the catalogue's 1,024 pairs to its profile's max
+    efficient batch; an in-process reranker (sharing the LLM's cores) and an unprofiled server
+    keep their limits."""
+    from accel.engines.catalogue import RERANK_PAIRS_PER_RUN, reranker, rerank_server
+    from accel.session import Session
+    from accel.testing.fakes import FakeEngine
+
+    monkeypatch.setenv("ACCEL_HOME", str(tmp_path))
+    server, unprofiled, in_process = FakeEngine(), FakeEngine(), FakeEngine()
+    server.name, unprofiled.name, in_process.name = "rerank-server:reranker", "rerank-server:other", "rerank-minilm-l6"
+    save(tmp_path / "profiles", server.name, "pairs", 4)
+    save(tmp_path / "profiles", in_process.name, "pairs", 4)
+    limits = rerank_server("http://127.0.0.1:9", "reranker").limits
+    assert limits.max_batch_size == RERANK_PAIRS_PER_RUN and limits.efficient_calls
+    session = Session()
+    sized = session._sized(server, limits)
+    assert sized.max_batch_size == 4 and sized.sized_by_duration
+    assert session._sized(unprofiled, limits).max_batch_size == RERANK_PAIRS_PER_RUN
+    own = reranker("/models/rerank-minilm-l6").limits
+    assert not own.efficient_calls and session._sized(in_process, own).max_batch_size == own.max_batch_size
+
+
 def test_llm_spare_capacity_is_the_largest_batch_that_barely_slows_a_request():
     from accel.engines.profile import ProfilePoint
     from accel.profiles import DEFAULT_LLM_SPARE, load, spare_batch
