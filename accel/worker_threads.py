@@ -18,12 +18,15 @@ interpreter's exit.
 from __future__ import annotations
 
 import _thread
+import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from queue import SimpleQueue
 from typing import Any
+
+log = logging.getLogger("accel.worker_threads")
 
 StartThread = Callable[[Callable[..., None], tuple[Any, ...]], object]
 
@@ -84,10 +87,16 @@ class WorkerPool(Executor):
             self._serving += 1
         try:
             self._start_thread(self._serve, (name,))
-        except BaseException:
+        except RuntimeError as err:  # the system refused a thread ("can't start new thread")
             with self._lock:
                 self._serving -= 1
-            raise
+                serving = self._serving
+            if not serving:
+                future.cancel()  # never runs: no worker will take it
+                raise RuntimeError(f"WorkerPool {self.prefix!r}: no worker thread could be started ({err}). "
+                                   "Remedy: raise the process's thread limit or run fewer queries at once") from err
+            log.warning("WorkerPool %r: could not start a worker (%s); the work waits for one of the %d running",
+                        self.prefix, err, serving)
         return future
 
     def _serve(self, name: str) -> None:

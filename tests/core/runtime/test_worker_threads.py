@@ -105,6 +105,25 @@ def test_user_code_runs_on_a_pool_that_never_waits_for_a_thread() -> None:
     assert isinstance(user_code_pool(), WorkerPool)
 
 
+def test_a_refused_thread_fails_the_submit_only_when_no_worker_could_take_the_work(caplog: pytest.LogCaptureFixture) -> None:
+    def refused(fn: Any, args: tuple[Any, ...]) -> None:
+        raise RuntimeError("can't start new thread")
+
+    with pytest.raises(RuntimeError, match="no worker thread could be started"):
+        WorkerPool(4, "none", start_thread=refused).submit(lambda: "lost")
+
+    starts = [_thread.start_new_thread, refused]
+    pool = WorkerPool(4, "one", start_thread=lambda fn, args: starts.pop(0)(fn, args))
+    gate, began = threading.Event(), threading.Event()
+    first = pool.submit(lambda: (began.set(), gate.wait(10))[1])
+    assert began.wait(10)  # the one worker is busy, with no idle token to spare
+    second = pool.submit(lambda: "served by the running worker")
+    assert "could not start a worker" in caplog.text
+    gate.set()
+    assert first.result(timeout=10) is True and second.result(timeout=10) == "served by the running worker"
+    pool.shutdown()
+
+
 def test_max_workers_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_workers"):
         WorkerPool(0, "t")
