@@ -253,7 +253,8 @@ class Session:
         limits hold calls for open streams, is the measured one too, and an engine on a device
         of its own (`EngineLimits.efficient_calls`) takes at most its max efficient batch a call.
         An LLM keeps more requests in flight than the default where its profile shows it still
-        gaining past that many. `names`: what the engine's profile may be saved under (`profile_names`), first found wins."""
+        gaining past that many. `names`: what the engine's profile may be saved under
+        (`profile_names`), first found wins."""
         if isinstance(engine, LLMEngine) and limits is not None:
             return self._llm_sized(engine, limits)
         measured = self._measured_limits()
