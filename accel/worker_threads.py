@@ -108,6 +108,7 @@ class WorkerPool(Executor):
                 self._idle.release()
             self._work.put(None)  # the next worker leaves too
         finally:
+            _forget_this_thread()
             with self._lock:
                 self._serving -= 1
                 self._all_left.notify_all()
@@ -128,3 +129,11 @@ class WorkerPool(Executor):
         if wait:
             with self._lock:
                 self._all_left.wait_for(lambda: self._serving == 0)
+
+
+def _forget_this_thread() -> None:
+    """Drop the record `threading` keeps of this worker. A thread it did not start gets a dummy
+    record on first use (the worker's name; any log record's `threadName`), which Python 3.11
+    never removes: `threading.enumerate()` would list every worker that has left as alive."""
+    with threading._active_limbo_lock:  # noqa: SLF001 - no public way to drop a dummy record
+        threading._active.pop(threading.get_ident(), None)  # noqa: SLF001

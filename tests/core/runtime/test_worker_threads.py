@@ -37,6 +37,7 @@ def test_submit_returns_before_the_worker_it_starts_has_begun() -> None:
     assert [f.result(timeout=10) for f in futures] == [0, 2, 4]
     pool.shutdown()
     assert pool.workers == 0
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("t_")]  # none listed alive once gone
 
 
 def test_an_idle_worker_is_reused_and_max_workers_is_kept() -> None:
