@@ -304,6 +304,15 @@ def front_end_line(report: dict[str, Any]) -> str | None:
     return f"front-end CPU ms/query{encoders}, and one process's saturation: {shown}"
 
 
+def headline(report: dict[str, Any], system: str) -> float | None:
+    """A system's headline: makespan in batch mode, mean latency in single mode, p95 in Poisson
+    mode (stock-sequential's mean in batch mode is one query's latency, not the batch's)."""
+    entry = report["systems"].get(system) or {}
+    if report["mode"] == "batch":
+        return entry.get("makespan_s")
+    return (entry.get("latency") or {}).get("p95" if report["mode"] == "poisson" else "mean")
+
+
 def twin_cpu_ms(system: dict[str, Any] | None, queries: int) -> float | None:
     """The twins' own process CPU per query under a system (its report's `twin_cpu_s`): the
     modelled GPU servers' host work, done on this machine's cores beside the app."""

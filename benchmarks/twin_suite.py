@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .summary import twin_cpu_ms
+from .summary import headline, twin_cpu_ms
 
 log = logging.getLogger("accel.benchmarks.twin_suite")
 
@@ -62,15 +62,9 @@ def saturation_rate(batch: dict[str, Any]) -> float | None:
 def row(report: dict[str, Any]) -> dict[str, Any]:
     """accel-topology against the better stock system and against the bound."""
     systems = report["systems"]
-    statistic = "p95" if report["mode"] == "poisson" else "mean"
-
-    def metric(name: str) -> float | None:
-        if report["mode"] == "batch":  # stock-sequential's mean latency is one query's, not its batch's
-            return systems.get(name, {}).get("makespan_s")
-        return (systems.get(name, {}).get("latency") or {}).get(statistic)
-    stocks = {name: metric(name) for name in ("stock-sequential", "stock-concurrent") if metric(name)}
+    stocks = {name: headline(report, name) for name in ("stock-sequential", "stock-concurrent") if headline(report, name)}
     better = min(stocks, key=stocks.get) if stocks else None
-    accel = metric("accel-topology")
+    accel = headline(report, "accel-topology")
     bound = report.get("bound") or {}
     floor = (report.get("capacity_bound") or {}).get("step_floor") or {}
     return {"example": report["example"], "framework": report["framework"], "mode": report["mode"],
