@@ -4,12 +4,14 @@
   sentence-transformers embedder (`embedding`);
 - `PGVectorStore.query` / `aquery` (default dense mode) -> the shared pgvector engine
   (`vector_store`);
-- `SentenceTransformerRerank._postprocess_nodes` -> the shared cross-encoder (`rerank`).
+- `SentenceTransformerRerank._postprocess_nodes` -> the shared cross-encoder (`rerank`);
+- `BaseContentBlock.estimate_tokens` for text: counted in place, not on a thread of its own
+  (`token_counts`; framework overhead, not an engine call).
 
 `OpenAILike` / `OpenAI` on OpenAI-compatible servers are covered by the common `openai` SDK
 plug-in. Importing this package imports no framework: plans import what they need when called.
 """
 
-from accel.adapters.llamaindex.floor import embedding, rerank, vector_store
+from accel.adapters.llamaindex.floor import embedding, rerank, token_counts, vector_store
 
-__all__ = ["embedding", "rerank", "vector_store"]
+__all__ = ["embedding", "rerank", "token_counts", "vector_store"]
