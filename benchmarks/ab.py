@@ -36,7 +36,7 @@ from typing import Any
 
 from accel.engines.errors import InvalidRequest
 
-from .summary import headline
+from .summary import front_end_cpu_ms, headline
 
 SIDES = ("base", "head")
 BENCH = ("-c", "from accel.cli import main; main()", "bench")
@@ -99,10 +99,6 @@ def bench(side: Side, args: Sequence[str], report: Path) -> dict[str, Any]:
     return json.loads(report.read_text())
 
 
-def _cpu_ms(report: dict[str, Any], system: str) -> float | None:
-    return ((report["systems"].get(system) or {}).get("front_end") or {}).get("process_cpu_ms_per_query")
-
-
 def compare(runs: Sequence[tuple[int, str, dict[str, Any]]]) -> list[dict[str, Any]]:
     """Per system: each version's headline and CPU a query (medians and ranges), head over base,
     and the rounds in which head was the faster. `runs`: (round, side, report)."""
@@ -110,15 +106,15 @@ def compare(runs: Sequence[tuple[int, str, dict[str, Any]]]) -> list[dict[str, A
     rows = []
     for system in systems:
         row: dict[str, Any] = {"system": system}
-        by_round: dict[str, dict[int, float]] = {side: {} for side in SIDES}
+        by_round: dict[str, dict[int, float]] = {}
         for side in SIDES:
-            values = [(r, headline(report, system)) for r, s, report in runs if s == side]
-            cpu = [v for v in (_cpu_ms(report, system) for _, s, report in runs if s == side) if v is not None]
-            by_round[side] = {r: v for r, v in values if v is not None}
+            mine = [(r, report) for r, s, report in runs if s == side]
+            by_round[side] = {r: v for r, v in ((r, headline(report, system)) for r, report in mine) if v is not None}
+            cpu = [v for v in (front_end_cpu_ms(report["systems"].get(system)) for _, report in mine) if v is not None]
             row[side] = _stats(list(by_round[side].values()))
             row[f"{side}_cpu_ms"] = _stats(cpu)
             row[f"{side}_equal"] = min((report["systems"].get(system) or {}).get("equal_rate", 1.0) or 0.0
-                                       for _, s, report in runs if s == side)
+                                       for _, report in mine)
         paired = sorted(set(by_round["base"]) & set(by_round["head"]))
         row["head_faster"] = sum(by_round["head"][r] < by_round["base"][r] for r in paired)
         row["paired_rounds"] = len(paired)

@@ -313,6 +313,12 @@ def headline(report: dict[str, Any], system: str) -> float | None:
     return (entry.get("latency") or {}).get("p95" if report["mode"] == "poisson" else "mean")
 
 
+def front_end_cpu_ms(system: dict[str, Any] | None) -> float | None:
+    """This machine's CPU per query under a system (its process's, `front_end`): on twins the
+    engines model a GPU, so what else a run takes is the front end, and it differs by machine."""
+    return ((system or {}).get("front_end") or {}).get("process_cpu_ms_per_query")
+
+
 def twin_cpu_ms(system: dict[str, Any] | None, queries: int) -> float | None:
     """The twins' own process CPU per query under a system (its report's `twin_cpu_s`): the
     modelled GPU servers' host work, done on this machine's cores beside the app."""

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .summary import headline, twin_cpu_ms
+from .summary import front_end_cpu_ms, headline, twin_cpu_ms
 
 log = logging.getLogger("accel.benchmarks.twin_suite")
 
@@ -62,7 +62,8 @@ def saturation_rate(batch: dict[str, Any]) -> float | None:
 def row(report: dict[str, Any]) -> dict[str, Any]:
     """accel-topology against the better stock system and against the bound."""
     systems = report["systems"]
-    stocks = {name: headline(report, name) for name in ("stock-sequential", "stock-concurrent") if headline(report, name)}
+    found = {name: headline(report, name) for name in ("stock-sequential", "stock-concurrent")}
+    stocks = {name: seconds for name, seconds in found.items() if seconds}
     better = min(stocks, key=stocks.get) if stocks else None
     accel = headline(report, "accel-topology")
     bound = report.get("bound") or {}
@@ -79,16 +80,10 @@ def row(report: dict[str, Any]) -> dict[str, Any]:
             "twin_lag_s": (report.get("simulated") or {}).get("twin_lag_s"),
             "stock_lag_s": (systems.get(better) or {}).get("twin_lag_s") if better else None,
             "accel_lag_s": (systems.get("accel-topology") or {}).get("twin_lag_s"),
-            "stock_cpu_ms": _cpu_ms(systems.get(better) if better else None),
-            "accel_cpu_ms": _cpu_ms(systems.get("accel-topology")),
+            "stock_cpu_ms": front_end_cpu_ms(systems.get(better) if better else None),
+            "accel_cpu_ms": front_end_cpu_ms(systems.get("accel-topology")),
             "stock_twin_cpu_ms": twin_cpu_ms(systems.get(better) if better else None, report["config"]["queries"]),
             "accel_twin_cpu_ms": twin_cpu_ms(systems.get("accel-topology"), report["config"]["queries"])}
-
-
-def _cpu_ms(system: dict[str, Any] | None) -> float | None:
-    """This machine's CPU per query under the system (its process's, `front_end`): on twins the
-    engines model a GPU, so what else a run takes is the front end, and it differs by machine."""
-    return ((system or {}).get("front_end") or {}).get("process_cpu_ms_per_query")
 
 
 def markdown(rows: list[dict[str, Any]], label: str, validated: bool) -> str:

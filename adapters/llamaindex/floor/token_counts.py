@@ -11,7 +11,7 @@ a running loop, 0.58 ms outside one, against 0.02 ms driving the same coroutine 
 place (docs/benchmarks-twin.md).
 
 During a wrapped run, a block whose estimate is known to be pure (text, thinking, and messages
-or other nested blocks made only of those: `_PURE`) gets its coroutine run in place, so the
+or other nested blocks made only of those: `_pure_estimates`) gets its coroutine run in place, so the
 count is the same tokenizer's on the same text. Any other block (images, audio, documents,
 tool calls: their estimates may read files or URLs), a coroutine that suspends after all, and
 every call outside a wrapped run take stock's path.
@@ -25,29 +25,24 @@ from typing import Any
 from accel.adapters.common.floor import Plugin, register, route
 
 COMPONENT = "llamaindex:token-estimates"
-_PURE: set[Any] | None = None
 
 
-def _pure_estimates() -> set[Any]:
+@functools.cache
+def _pure_estimates() -> tuple[frozenset[Any], type]:
     """The `aestimate_tokens` methods that only call the tokenizer (or sum their nested
-    blocks'), read from llama-index-core 0.14's `base/llms/types.py`."""
-    global _PURE
-    if _PURE is None:
-        from llama_index.core.base.llms import types
+    blocks'), read from llama-index-core 0.14's `base/llms/types.py`, and the nesting class."""
+    from llama_index.core.base.llms import types
 
-        _PURE = {types.BaseContentBlock.aestimate_tokens, types.TextBlock.aestimate_tokens,
-                 types.ThinkingBlock.aestimate_tokens, types.BaseRecursiveContentBlock.aestimate_tokens}
-    return _PURE
+    return (frozenset({types.BaseContentBlock.aestimate_tokens, types.TextBlock.aestimate_tokens,
+                       types.ThinkingBlock.aestimate_tokens, types.BaseRecursiveContentBlock.aestimate_tokens}),
+            types.BaseRecursiveContentBlock)
 
 
 def _is_pure(block: Any) -> bool:
-    from llama_index.core.base.llms.types import BaseRecursiveContentBlock
-
-    if type(block).aestimate_tokens not in _pure_estimates():
+    pure, nesting = _pure_estimates()
+    if type(block).aestimate_tokens not in pure:
         return False
-    if isinstance(block, BaseRecursiveContentBlock):
-        return all(_is_pure(nested) for nested in block.nested_blocks)
-    return True
+    return not isinstance(block, nesting) or all(_is_pure(nested) for nested in block.nested_blocks)
 
 
 def _estimate(original: Any) -> Any:
