@@ -17,6 +17,7 @@ import contextvars
 import functools
 import itertools
 import logging
+from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from contextlib import aclosing
@@ -40,6 +41,8 @@ from accel.runtime.watch import QueryWatcher
 from accel.tracer.spans import primitive_span, record_engine_call, record_generations, record_items
 
 log = logging.getLogger("accel.runtime.graph_scheduler")
+lost_speculations: Counter[str] = Counter()
+"""Speculative engine work the engine failed, per node name (the queries went on without it)."""
 
 
 class QueryRun:
@@ -186,8 +189,25 @@ class QueryRun:
             return await loop.run_in_executor(self.executor, call)
         if node.kind is Kind.PARTIAL_PREFILL and self.warm_gate is not None and node.engine is not None:
             return await self._warm_up(i, node, values, span, self.warm_gate(node.engine))
-        results = await self._submit(i, node, await op.requests(values), span)
-        return op.output(values, results)
+        return await self._answer(i, node, values, span)
+
+    async def _answer(self, i: int, node: Node, values: dict[str, Any], span: trace.Span) -> Any:
+        """An engine node's requests sent and its value made from the results. A speculative op
+        (work ahead of need, e.g. `RerankAheadOp`) that the engine fails is logged and counted,
+        and settles without results: whoever needed them asks again, where stock asks."""
+        op = node.op
+        requests = await op.requests(values)
+        if not getattr(op, "speculative", False):
+            return op.output(values, await self._submit(i, node, requests, span))
+        try:
+            results = await self._submit(i, node, requests, span)
+        except Exception as err:  # noqa: BLE001 - speculative work never fails its query
+            lost_speculations[node.name] += 1
+            log.warning("%s: speculative %s failed, the query goes on without it: %s: %s",
+                        self.query_id, node.name, type(err).__name__, err)
+            span.set_attribute("accel.speculative.failed", f"{type(err).__name__}: {err}")
+            results = None
+        return op.settle(values, requests, results)
 
     async def _warm_up(self, i: int, node: Node, values: dict[str, Any], span: trace.Span, gate: SpareGate) -> Any:
         """A prefix-cache warm-up, sent only while its LLM engine has spare capacity: with the
@@ -330,9 +350,7 @@ class QueryRun:
         done: dict[int, Any] = {}
 
         async def one(k: int) -> None:
-            sliced = {**values, port: slices[k]}
-            results = await self._submit(i, node, await node.op.requests(sliced), span)
-            done[k] = node.op.output(sliced, results)
+            done[k] = await self._answer(i, node, {**values, port: slices[k]}, span)
             while len(out.items) in done:
                 out.emit(done[len(out.items)])
 
