@@ -18,6 +18,7 @@ and the nodes report the retriever's spans and events as they run (`events`): th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from accel.ir import CallOp, GraphBuilder, ItemsOp, Kind, Ref
@@ -33,9 +34,11 @@ def is_fusion(retriever: Any) -> bool:
     return type(retriever) is QueryFusionRetriever
 
 
-def lower_fusion(b: GraphBuilder, retriever: Any, query: Ref, session: EngineRegistry, scored_nodes: Any) -> Ref | Unbound:
+def lower_fusion(b: GraphBuilder, retriever: Any, query: Ref, session: EngineRegistry, scored_nodes: Any,
+                 searched: Callable[[GraphBuilder, Any, Ref], None] | None = None) -> Ref | Unbound:
     """Lower `retriever` if every sub-retriever is a dense VectorIndexRetriever on bound
-    engines; otherwise return why not (the caller keeps it opaque)."""
+    engines; otherwise return why not (the caller keeps it opaque). `searched(scope,
+    sub-retriever, hits)` may add readers of each sub-retriever's search (rerank ahead)."""
     from llama_index.core.indices.vector_store.retrievers.retriever import VectorIndexRetriever
 
     bound = []
@@ -57,6 +60,8 @@ def lower_fusion(b: GraphBuilder, retriever: Any, query: Ref, session: EngineReg
         k = sub._similarity_top_k
         hits[f"r{i}"] = s.add(Kind.SEARCH, "search", engine=session.engine(search.engine), inputs={"vectors": vectors},
                               op=ItemsOp("vectors", request=lambda vector, _v, search=search, k=k: search.request(vector, k)))
+        if searched is not None:
+            searched(s, sub, hits[f"r{i}"])
     subs = [sub for sub, _, _ in bound]
 
     def fuse(queries: list[str], **hits_by_retriever: list[list[Any]]) -> list[Any]:

@@ -2,7 +2,9 @@
 
     Input(query) -> Embed -> Search -> nodes -> [pairs -> Rerank -> top_n] -> [Call ...] -> Output
 
-Embed, Search and Rerank go to shared engines, so they batch across concurrent queries. What
+Behind a QueryFusionRetriever the rerank may score ahead (`rerank_ahead`): each search's pairs as
+it returns, the rerank asking only for the rest. Embed, Search and Rerank go to shared engines, so
+they batch across concurrent queries. What
 LlamaIndex does around them (rebuilding nodes from rows, ordering by score, other
 postprocessors) is its own code, called unchanged, so the nodes and scores are the stock ones.
 The nodes report the retriever's, embedding's and reranker's spans and events as they run
@@ -11,10 +13,12 @@ The nodes report the retriever's, embedding's and reranker's spans and events as
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from accel.adapters.common.classes import is_exactly
+from accel.adapters.common.rerank_ahead import merged, missing
 from accel.ir import CallOp, GraphBuilder, ItemsOp, Kind, Ref
 from accel.registry import EngineRegistry
 
@@ -22,6 +26,9 @@ from . import events
 from .bindings import Unbound, bind_query_embedding, bind_reranker, bind_vector_store, hits_to_result
 from .fusion import is_fusion, lower_fusion
 from .prompts import QUERY_PORT
+from .rerank_ahead import RerankAhead, SheetedPostprocessOp, plan_rerank_ahead
+
+log = logging.getLogger("accel.adapters.llamaindex.retrieval")
 
 SIMILARITY_POSTPROCESSOR = ("llama_index.core.postprocessor.node", "SimilarityPostprocessor")  # cheap: listed as lowered
 
@@ -37,9 +44,16 @@ class RetrievalPlan:
 
     def build(self, b: GraphBuilder, session: EngineRegistry) -> Ref:
         query = b.input(QUERY_PORT)
-        nodes = _lower_retriever(self, b, query, session)
+        ahead = plan_rerank_ahead(self.retriever, self.postprocessors, session)
+        if isinstance(ahead, RerankAhead):
+            ahead.start(b, query)
+        else:
+            log.debug("rerank ahead not used: %s", ahead)
+            ahead = None
+        nodes = _lower_retriever(self, b, query, session, ahead)
         for i, postprocessor in enumerate(self.postprocessors):
-            nodes = _lower_postprocessor(self, b.scope(f"post{i}"), postprocessor, query, nodes, session)
+            scored = ahead if i == 0 and ahead is not None and ahead.used else None
+            nodes = _lower_postprocessor(self, b.scope(f"post{i}"), postprocessor, query, nodes, session, scored)
         return nodes
 
 
@@ -53,10 +67,11 @@ def _is_vector_retriever(retriever: Any) -> bool:
     return type(retriever) is VectorIndexRetriever
 
 
-def _lower_retriever(plan: RetrievalPlan, b: GraphBuilder, query: Ref, session: EngineRegistry) -> Ref:
+def _lower_retriever(plan: RetrievalPlan, b: GraphBuilder, query: Ref, session: EngineRegistry,
+                     ahead: RerankAhead | None) -> Ref:
     retriever = plan.retriever
     if is_fusion(retriever):
-        fused = lower_fusion(b, retriever, query, session, _scored_nodes)
+        fused = lower_fusion(b, retriever, query, session, _scored_nodes, None if ahead is None else ahead.searched)
         if not isinstance(fused, Unbound):
             mode = getattr(retriever.mode, "value", retriever.mode)
             decoded = any(node.attrs.get("splittable") for node in b.graph.nodes())
@@ -114,16 +129,22 @@ def _lower_embed(plan: RetrievalPlan, b: GraphBuilder, query: Ref, session: Engi
 
 
 def _lower_postprocessor(plan: RetrievalPlan, b: GraphBuilder, postprocessor: Any, query: Ref, nodes: Ref,
-                         session: EngineRegistry) -> Ref:
+                         session: EngineRegistry, ahead: RerankAhead | None = None) -> Ref:
     binding = bind_reranker(postprocessor)
     if isinstance(binding, Unbound):
         if not is_exactly(postprocessor, SIMILARITY_POSTPROCESSOR):
             plan.opaque.append(binding)
         else:
             plan.lowered.append("SimilarityPostprocessor -> Call (cheap, run as-is)")
+        if ahead is not None:  # a server rerank: its own call, answered from the sheet where it can
+            plan.lowered.append(f"{type(postprocessor).__name__}: pairs scored ahead per search (Rerank), "
+                                "its own call answered from them")
+            return b.add(Kind.CALL, "run", inputs={"query": query, "nodes": nodes, **ahead.inputs()},
+                         op=SheetedPostprocessOp(postprocessor))
         return b.add(Kind.CALL, "run", inputs={"query": query, "nodes": nodes},
                      op=CallOp(lambda query, nodes: postprocessor.postprocess_nodes(nodes, query_bundle=_bundle(query))))
-    plan.lowered.append(f"SentenceTransformerRerank(top_n={binding.top_n}) -> Rerank")
+    plan.lowered.append(f"SentenceTransformerRerank(top_n={binding.top_n}) -> Rerank"
+                        + (" (pairs scored ahead per search, the rest after the fusion)" if ahead is not None else ""))
 
     def pairs(query: str, nodes: list[Any]) -> list[tuple[str, str]]:
         events.rerank_started(postprocessor, nodes)
@@ -133,8 +154,15 @@ def _lower_postprocessor(plan: RetrievalPlan, b: GraphBuilder, postprocessor: An
         return events.rerank_ended(postprocessor, _apply_scores(nodes, scores, binding.top_n, binding.keep_retrieval_score))
 
     pairs_ref = b.add(Kind.CALL, "pairs", inputs={"query": query, "nodes": nodes}, op=CallOp(pairs, blocking=False))
-    scores = b.add(Kind.RERANK, "rerank", engine=session.engine(binding.engine), inputs={"pairs": pairs_ref}, op=ItemsOp("pairs"))
-    return b.add(Kind.CALL, "top_n", inputs={"nodes": nodes, "scores": scores}, op=CallOp(top_n, blocking=False))
+    if ahead is None:
+        scores = b.add(Kind.RERANK, "rerank", engine=session.engine(binding.engine), inputs={"pairs": pairs_ref}, op=ItemsOp("pairs"))
+        return b.add(Kind.CALL, "top_n", inputs={"nodes": nodes, "scores": scores}, op=CallOp(top_n, blocking=False))
+    asked = b.add(Kind.CALL, "ask", inputs={"pairs": pairs_ref, **ahead.inputs()},
+                  op=CallOp(lambda pairs, sheet, **_ahead: missing(sheet, pairs), blocking=False))
+    scores = b.add(Kind.RERANK, "rerank", engine=session.engine(binding.engine), inputs={"pairs": asked}, op=ItemsOp("pairs"))
+    all_scores = b.add(Kind.CALL, "scores", inputs={"pairs": pairs_ref, "sheet": ahead.sheet, "asked": scores},
+                       op=CallOp(lambda pairs, sheet, asked: merged(sheet, pairs, asked), blocking=False))
+    return b.add(Kind.CALL, "top_n", inputs={"nodes": nodes, "scores": all_scores}, op=CallOp(top_n, blocking=False))
 
 
 def _bundle(query: str, embedding: list[float] | None = None) -> Any:

@@ -77,8 +77,9 @@ def test_langchain_cohere_rerank_fails_on_vllm_as_stock_does(lc_retriever: Any, 
 
 
 @pytest.fixture(scope="module")
-def li_engine(pg_dsn: str, li_embed_model: Any, doc_texts: list[str], llm_proxy: RecordingProxy,
-              rerank_proxy: RecordingProxy) -> Any:
+def li_parts(pg_dsn: str, li_embed_model: Any, doc_texts: list[str], llm_proxy: RecordingProxy,
+             rerank_proxy: RecordingProxy) -> tuple[Any, Any, Any]:
+    """(index, llm, CohereRerank on the rerank server)."""
     pytest.importorskip("llama_index.postprocessor.cohere_rerank", reason="needs llama-index-postprocessor-cohere-rerank")
     from llama_index.core import StorageContext, VectorStoreIndex
     from llama_index.core.schema import TextNode
@@ -96,6 +97,12 @@ def li_engine(pg_dsn: str, li_embed_model: Any, doc_texts: list[str], llm_proxy:
     llm = OpenAILike(model=TINY, api_base=llm_proxy.url + "/v1", api_key="EMPTY", max_tokens=8, temperature=0.0,
                      context_window=2048, is_chat_model=False)
     rerank = CohereRerank(top_n=2, model=RERANK_SERVED_NAME, api_key="EMPTY", base_url=rerank_proxy.url)
+    return index, llm, rerank
+
+
+@pytest.fixture(scope="module")
+def li_engine(li_parts: tuple[Any, Any, Any]) -> Any:
+    index, llm, rerank = li_parts
     return index.as_query_engine(llm=llm, similarity_top_k=5, node_postprocessors=[rerank])
 
 
@@ -121,3 +128,37 @@ def test_llamaindex_query_answers_as_stock_with_a_quarter_of_the_rerank_requests
     # busy machine let some go alone); the quarter is kept where the queries start together
     # (the asyncio tests); run alone, these sent 2 requests for 16 queries (README)
     assert 1 <= len(ours_requests) < len(QUESTIONS), len(ours_requests)
+
+
+def test_llamaindex_fusion_scores_each_pair_ahead_once_and_ranks_as_stock(
+        li_parts: tuple[Any, Any, Any], rerank_proxy: RecordingProxy) -> None:
+    """Behind a QueryFusionRetriever that keeps every chunk, the (question, chunk) pairs go to the
+    server's `/score` as each search returns, each once, exactly the pairs stock's one Cohere
+    `/v2/rerank` request carries; the postprocessor's own call is answered from them (no request
+    of its own) and ranks the same nodes with the same scores."""
+    from collections import Counter
+
+    from llama_index.core.query_engine import RetrieverQueryEngine
+    from llama_index.core.retrievers import QueryFusionRetriever
+
+    index, llm, rerank = li_parts
+    fusion = QueryFusionRetriever([index.as_retriever(similarity_top_k=4)], llm=llm, num_queries=3,
+                                  similarity_top_k=12, use_async=False)
+    engine = RetrieverQueryEngine.from_args(fusion, llm=llm, node_postprocessors=[rerank])
+    floor.install()
+    fast = accel.wrap(engine)
+    assert "CohereRerank: pairs scored ahead per search" in fast.explain()
+    fast.query(QUESTIONS[1])  # warm: templates and engines
+    for question in QUESTIONS[:3]:
+        rerank_requests(rerank_proxy)
+        stock = engine.query(question)
+        [stock_request] = rerank_requests(rerank_proxy)
+        ours = fast.query(question)
+        ours_requests = rerank_requests(rerank_proxy)
+        assert str(ours) == str(stock)
+        assert [n.node.node_id for n in ours.source_nodes] == [n.node.node_id for n in stock.source_nodes]
+        assert [n.score for n in ours.source_nodes] == pytest.approx([n.score for n in stock.source_nodes], rel=1e-5)
+        assert stock_request.path.endswith("/rerank") and all(r.path.endswith("/score") for r in ours_requests)
+        stock_pairs = Counter((stock_request.body["query"], doc) for doc in stock_request.body["documents"])
+        ours_pairs = Counter(pair for r in ours_requests for pair in zip(r.body["text_1"], r.body["text_2"]))
+        assert ours_pairs == stock_pairs

@@ -145,6 +145,11 @@ def _engine(pattern: str, index: Any, llm: Any, reranker_dir: Any, make: Any, me
         fusion = QueryFusionRetriever([index.as_retriever(similarity_top_k=3)], llm=llm, num_queries=3,
                                       similarity_top_k=3, use_async=False)
         return RetrieverQueryEngine.from_args(fusion, llm=llm)
+    if pattern == "fusion_rerank":  # every chunk kept: the rerank scores ahead
+        fusion = QueryFusionRetriever([index.as_retriever(similarity_top_k=3)], llm=llm, num_queries=3,
+                                      similarity_top_k=9, use_async=False)
+        rerank = SentenceTransformerRerank(model=str(reranker_dir), top_n=2, device="cpu")
+        return RetrieverQueryEngine.from_args(fusion, llm=llm, node_postprocessors=[rerank])
     return index.as_query_engine(llm=llm, similarity_top_k=3, response_mode=pattern)
 
 
@@ -183,7 +188,7 @@ async def test_events_and_spans_as_stock(pattern: str, pg_index: Any, memory_ind
 
 
 @pytest.mark.engines
-@pytest.mark.parametrize("pattern", ["fusion", "tree_levels"])
+@pytest.mark.parametrize("pattern", ["fusion", "fusion_rerank", "tree_levels"])
 async def test_events_and_spans_as_stock_up_to_overlap(pattern: str, pg_index: Any, llm: Any, reranker_dir: Any,
                                                        llm_proxy: Any, vllm_server: Any, recorder: Recorder) -> None:
     """Calls stock makes one after the other and accel side by side: a fusion retriever's
@@ -198,7 +203,7 @@ async def test_events_and_spans_as_stock_up_to_overlap(pattern: str, pg_index: A
             assert any(nests_like(mine.path, t.path) for t in stock if t.key == mine.key), (entry, mine.path)
         ended = [f.event for f in ours if f.key[0] == "LLMCompletionEndEvent" and "QueryFusionRetriever" in f.path[-2]]
         stock_ended = [f.event for e in ended for f in stock if f.key[0] == "LLMCompletionEndEvent" and f.event.prompt == e.prompt]
-        assert len(ended) == len(stock_ended) == (pattern == "fusion")
+        assert len(ended) == len(stock_ended) == pattern.startswith("fusion")
         assert all(theirs.response.text.startswith(mine.response.text) for mine, theirs in zip(ended, stock_ended))
         assert same_items([payload(f.event) for f in ours if f.event not in ended],
                           [payload(f.event) for f in stock if f.event not in stock_ended]), entry
