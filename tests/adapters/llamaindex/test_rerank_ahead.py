@@ -20,12 +20,12 @@ from .conftest import QUESTIONS
 from .test_query_engine import compare
 
 
-def fusion_engine(pg_index: Any, llm: Any, reranker_dir: Any, keep: int) -> Any:
+def fusion_engine(pg_index: Any, llm: Any, reranker_dir: Any, keep: int, top_ks: tuple[int, ...] = (3,)) -> Any:
     from llama_index.core.postprocessor import SentenceTransformerRerank
     from llama_index.core.query_engine import RetrieverQueryEngine
     from llama_index.core.retrievers import QueryFusionRetriever
 
-    fusion = QueryFusionRetriever([pg_index.as_retriever(similarity_top_k=3)], llm=llm, num_queries=3,
+    fusion = QueryFusionRetriever([pg_index.as_retriever(similarity_top_k=k) for k in top_ks], llm=llm, num_queries=3,
                                   similarity_top_k=keep, mode="simple", use_async=False)
     rerank = SentenceTransformerRerank(model=str(reranker_dir), top_n=2, device="cpu")
     return RetrieverQueryEngine.from_args(fusion, llm=llm, node_postprocessors=[rerank])
@@ -41,9 +41,15 @@ def test_fusion_rerank_scored_ahead_answers_as_stock(pg_index: Any, llm: Any, ll
 
 
 @pytest.mark.engines
-def test_each_pair_is_scored_once_as_stock_scores_it(pg_index: Any, llm: Any, reranker_dir: Any) -> None:
-    engine = fusion_engine(pg_index, llm, reranker_dir, keep=9)
+@pytest.mark.parametrize("top_ks", [(3,), (2, 4)], ids=["one retriever", "two retrievers"])
+def test_each_pair_is_scored_once_as_stock_scores_it(pg_index: Any, llm: Any, reranker_dir: Any,
+                                                     top_ks: tuple[int, ...]) -> None:
+    """Two sub-retrievers over one index find the same chunks: the sheet hands each pair out once."""
+    engine = fusion_engine(pg_index, llm, reranker_dir, keep=3 * sum(top_ks), top_ks=top_ks)
     fast = accel.wrap(engine)
+    explained = fast.explain()
+    assert "pairs scored ahead per search" in explained
+    assert all(f"r{i}.rerank_ahead" in explained for i in range(len(top_ks)))
     fast.query(QUESTIONS[0])  # warm: templates and engines
     for question in QUESTIONS:
         with record_requests() as stock:
