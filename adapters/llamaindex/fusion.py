@@ -35,10 +35,10 @@ def is_fusion(retriever: Any) -> bool:
 
 
 def lower_fusion(b: GraphBuilder, retriever: Any, query: Ref, session: EngineRegistry, scored_nodes: Any,
-                 searched: Callable[[GraphBuilder, Any, Ref], None] | None = None) -> Ref | Unbound:
+                 searched: Callable[[GraphBuilder, Ref], None] | None = None) -> Ref | Unbound:
     """Lower `retriever` if every sub-retriever is a dense VectorIndexRetriever on bound
     engines; otherwise return why not (the caller keeps it opaque). `searched(scope,
-    sub-retriever, hits)` may add readers of each sub-retriever's search (rerank ahead)."""
+    hits)` may add readers of each sub-retriever's search, in its scope (rerank ahead)."""
     from llama_index.core.indices.vector_store.retrievers.retriever import VectorIndexRetriever
 
     bound = []
@@ -61,7 +61,7 @@ def lower_fusion(b: GraphBuilder, retriever: Any, query: Ref, session: EngineReg
         hits[f"r{i}"] = s.add(Kind.SEARCH, "search", engine=session.engine(search.engine), inputs={"vectors": vectors},
                               op=ItemsOp("vectors", request=lambda vector, _v, search=search, k=k: search.request(vector, k)))
         if searched is not None:
-            searched(s, sub, hits[f"r{i}"])
+            searched(s, hits[f"r{i}"])
     subs = [sub for sub, _, _ in bound]
 
     def fuse(queries: list[str], **hits_by_retriever: list[list[Any]]) -> list[Any]:

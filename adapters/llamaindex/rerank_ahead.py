@@ -48,7 +48,7 @@ class RerankAhead:
     def start(self, b: GraphBuilder, query: Ref) -> None:
         self.root, self.query = b, query
 
-    def searched(self, s: GraphBuilder, _sub: Any, hits: Ref) -> None:
+    def searched(self, s: GraphBuilder, hits: Ref) -> None:
         """One sub-retriever's search (one hit list per query): score its pairs ahead."""
         if self.sheet is None:
             self.sheet = self.root.add(Kind.CALL, "rerank_ahead.sheet", inputs={"query": self.query},
