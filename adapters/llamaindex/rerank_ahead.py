@@ -30,7 +30,7 @@ from .fusion import is_fusion
 COHERE_RERANK = ("llama_index.postprocessor.cohere_rerank.base", "CohereRerank")
 
 log = logging.getLogger("accel.adapters.llamaindex.rerank_ahead")
-unanswered: Counter[str] = Counter()
+unanswered: Counter[type] = Counter()
 """Server reranks that found pairs missing from the sheet and sent their own call, per class."""
 
 
@@ -130,7 +130,7 @@ class SheetedPostprocessOp:
         lacking = missing(sheet, [(query, n.node.get_content(metadata_mode=MetadataMode.EMBED)) for n in nodes])
         if not lacking and is_patched(COMPONENT):
             return run()
-        unanswered[type(self.postprocessor).__name__] += 1
+        unanswered[type(self.postprocessor)] += 1
         log.info("rerank ahead: %d of %d pairs not scored ahead; %s sends its own call", len(lacking), len(nodes),
                  type(self.postprocessor).__name__)
         return await asyncio.to_thread(run)

@@ -97,7 +97,7 @@ def test_the_postprocessor_runs_on_the_loop_only_with_every_pair_on_the_sheet(co
     sheet = ScoreSheet()
     sheet.fill(pairs if complete else pairs[:1], [0.9, 0.1][: len(pairs) if complete else 1])
     post = _RecordingPostprocessor()
-    before = rerank_ahead.unanswered["_RecordingPostprocessor"]
+    before = rerank_ahead.unanswered[_RecordingPostprocessor]
 
     async def main() -> int:
         out = await rerank_ahead.SheetedPostprocessOp(post).compute({"query": "q", "nodes": nodes, "sheet": sheet})
@@ -108,4 +108,4 @@ def test_the_postprocessor_runs_on_the_loop_only_with_every_pair_on_the_sheet(co
     [(ran_on, seen)] = post.calls
     assert seen is sheet
     assert (ran_on == loop_thread) is complete
-    assert rerank_ahead.unanswered["_RecordingPostprocessor"] == before + (not complete)
+    assert rerank_ahead.unanswered[_RecordingPostprocessor] == before + (not complete)
