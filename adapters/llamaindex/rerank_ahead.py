@@ -36,17 +36,15 @@ unanswered: Counter[type] = Counter()
 
 @dataclass
 class RerankAhead:
-    """The plan for one retrieval: which engine scores ahead; the refs its nodes made."""
+    """The plan for one retrieval graph (`root`, its `query` input): which engine scores ahead;
+    the refs its nodes made."""
 
     engine: EngineSpec
     session: EngineRegistry
-    root: GraphBuilder | None = None
-    query: Ref | None = None
+    root: GraphBuilder
+    query: Ref
     sheet: Ref | None = None
     ahead: dict[str, Ref] = field(default_factory=dict)
-
-    def start(self, b: GraphBuilder, query: Ref) -> None:
-        self.root, self.query = b, query
 
     def searched(self, s: GraphBuilder, hits: Ref) -> None:
         """One sub-retriever's search (one hit list per query): score its pairs ahead."""
@@ -67,8 +65,9 @@ class RerankAhead:
         return {"sheet": self.sheet, **self.ahead}
 
 
-def plan_rerank_ahead(retriever: Any, postprocessors: list[Any], session: EngineRegistry) -> RerankAhead | str:
-    """A plan when scoring ahead can only save time, else why not."""
+def plan_rerank_ahead(retriever: Any, postprocessors: list[Any], session: EngineRegistry, b: GraphBuilder,
+                      query: Ref) -> RerankAhead | str:
+    """A plan for the graph `b` builds when scoring ahead can only save time, else why not."""
     if not is_fusion(retriever):
         return "not a QueryFusionRetriever"
     if not postprocessors:
@@ -80,7 +79,7 @@ def plan_rerank_ahead(retriever: Any, postprocessors: list[Any], session: Engine
     most = retriever.num_queries * sum(int(getattr(sub, "_similarity_top_k", 0) or 0) for sub in subs)
     if retriever.similarity_top_k < most:
         return f"the fusion keeps its top {retriever.similarity_top_k} of up to {most} chunks"
-    return RerankAhead(engine, session)
+    return RerankAhead(engine, session, b, query)
 
 
 def rerank_engine(postprocessor: Any) -> EngineSpec | str:
@@ -93,11 +92,22 @@ def rerank_engine(postprocessor: Any) -> EngineSpec | str:
     return binding.reason if isinstance(binding, Unbound) else binding.engine
 
 
-def rerank_texts(hits: Any) -> list[str]:
-    """The texts a rerank of these hits' nodes scores (`node.get_content(EMBED)`)."""
+def rerank_text(node: Any) -> str:
+    """The text a cross-encoder postprocessor scores for a node (`SentenceTransformerRerank`,
+    `CohereRerank`: `get_content(MetadataMode.EMBED)`)."""
     from llama_index.core.schema import MetadataMode
 
-    return [node.get_content(metadata_mode=MetadataMode.EMBED) for node in hits_to_result(hits).nodes]
+    return node.get_content(metadata_mode=MetadataMode.EMBED)
+
+
+def rerank_pairs(query: str, nodes: list[Any]) -> list[tuple[str, str]]:
+    """The (question, text) pairs a rerank of these scored nodes asks for."""
+    return [(query, rerank_text(n.node)) for n in nodes]
+
+
+def rerank_texts(hits: Any) -> list[str]:
+    """The texts a rerank of these search hits' nodes scores."""
+    return [rerank_text(node) for node in hits_to_result(hits).nodes]
 
 
 def _new_sheet(query: str) -> ScoreSheet:
@@ -116,7 +126,7 @@ class SheetedPostprocessOp:
     postprocessor: Any
 
     async def compute(self, values: dict[str, Any]) -> list[Any]:
-        from llama_index.core.schema import MetadataMode, QueryBundle
+        from llama_index.core.schema import QueryBundle
 
         from accel.adapters.common.floor.cohere_sdk import COMPONENT
         from accel.adapters.common.floor.plugins import is_patched
@@ -127,7 +137,7 @@ class SheetedPostprocessOp:
             with using(sheet):
                 return self.postprocessor.postprocess_nodes(nodes, query_bundle=QueryBundle(query_str=query))
 
-        lacking = missing(sheet, [(query, n.node.get_content(metadata_mode=MetadataMode.EMBED)) for n in nodes])
+        lacking = missing(sheet, rerank_pairs(query, nodes))
         if not lacking and is_patched(COMPONENT):
             return run()
         unanswered[type(self.postprocessor)] += 1

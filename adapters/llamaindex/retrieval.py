@@ -26,7 +26,7 @@ from . import events
 from .bindings import Unbound, bind_query_embedding, bind_reranker, bind_vector_store, hits_to_result
 from .fusion import is_fusion, lower_fusion
 from .prompts import QUERY_PORT
-from .rerank_ahead import RerankAhead, SheetedPostprocessOp, plan_rerank_ahead
+from .rerank_ahead import RerankAhead, SheetedPostprocessOp, plan_rerank_ahead, rerank_pairs
 
 log = logging.getLogger("accel.adapters.llamaindex.retrieval")
 
@@ -44,10 +44,8 @@ class RetrievalPlan:
 
     def build(self, b: GraphBuilder, session: EngineRegistry) -> Ref:
         query = b.input(QUERY_PORT)
-        ahead = plan_rerank_ahead(self.retriever, self.postprocessors, session)
-        if isinstance(ahead, RerankAhead):
-            ahead.start(b, query)
-        else:
+        ahead = plan_rerank_ahead(self.retriever, self.postprocessors, session, b, query)
+        if not isinstance(ahead, RerankAhead):
             log.debug("rerank ahead not used: %s", ahead)
             ahead = None
         nodes = _lower_retriever(self, b, query, session, ahead)
@@ -148,7 +146,7 @@ def _lower_postprocessor(plan: RetrievalPlan, b: GraphBuilder, postprocessor: An
 
     def pairs(query: str, nodes: list[Any]) -> list[tuple[str, str]]:
         events.rerank_started(postprocessor, nodes)
-        return _rerank_pairs(query, nodes)
+        return rerank_pairs(query, nodes)
 
     def top_n(nodes: list[Any], scores: list[float]) -> list[Any]:
         return events.rerank_ended(postprocessor, _apply_scores(nodes, scores, binding.top_n, binding.keep_retrieval_score))
@@ -174,17 +172,11 @@ def _bundle(query: str, embedding: list[float] | None = None) -> Any:
 def _scored_nodes(retriever: Any, hits: list[Any]) -> list[Any]:
     """What `VectorIndexRetriever._get_nodes_with_embeddings` does with the store's result."""
     result = hits_to_result(hits)
-    missing = retriever._determine_nodes_to_fetch(result)
-    if missing:
-        fetched = retriever._docstore.get_nodes(node_ids=missing, raise_error=False)
+    absent = retriever._determine_nodes_to_fetch(result)
+    if absent:
+        fetched = retriever._docstore.get_nodes(node_ids=absent, raise_error=False)
         result.nodes = retriever._insert_fetched_nodes_into_query_result(result, fetched)
     return retriever._convert_nodes_to_scored_nodes(result)
-
-
-def _rerank_pairs(query: str, nodes: list[Any]) -> list[tuple[str, str]]:
-    from llama_index.core.schema import MetadataMode
-
-    return [(query, n.node.get_content(metadata_mode=MetadataMode.EMBED)) for n in nodes]
 
 
 def _apply_scores(nodes: list[Any], scores: list[float], top_n: int, keep_retrieval_score: bool) -> list[Any]:
