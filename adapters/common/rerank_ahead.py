@@ -13,18 +13,28 @@ the lowered rerank node reads the sheet directly, and the Cohere SDK's floor plu
 
 Scores are per pair, so the ranking is stock's. A pair the sheet lacks (a failed early call,
 a chunk whose text came out differently) is scored where stock scores it: the sheet is looked
-up by the exact (question, text) pair, never trusted beyond it.
+up by the exact (question, text) pair, and answers a call only on the engine (server and model)
+its scores came from, never trusted beyond that.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Callable, Iterator, Sequence
+import logging
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from accel.engines.catalogue import EngineSpec
+
 Pair = tuple[str, str]
+
+log = logging.getLogger("accel.adapters.common.rerank_ahead")
+misses: Counter[str] = Counter()
+"""Reranker calls made with a sheet in reach that it could not answer, by why: the call went
+to its engine as stock sends it (pairs scored ahead there were spent in vain)."""
 
 
 @dataclass
@@ -32,8 +42,28 @@ class ScoreSheet:
     """One query's early rerank scores. `claim` hands out each pair once (the searches of one
     query overlap, and a pair is worth scoring once); `fill` records what came back."""
 
+    engine: tuple[str, Hashable] | None = None
+    """The (kind, key) of the engine whose scores the sheet holds."""
     claimed: set[Pair] = field(default_factory=set)
     scores: dict[Pair, float] = field(default_factory=dict)
+
+    @classmethod
+    def on(cls, engine: EngineSpec) -> ScoreSheet:
+        return cls((engine.kind, engine.key))
+
+    def answers(self, engine: EngineSpec, pairs: Sequence[Pair]) -> bool:
+        """Whether a call of these pairs on `engine` can be answered from the sheet; a call it
+        cannot answer is logged and counted (`misses`)."""
+        if (engine.kind, engine.key) != self.engine:
+            why = "another engine"
+        elif missing(self, pairs):
+            why = "pairs not scored ahead"
+        else:
+            return True
+        misses[why] += 1
+        log.info("rerank ahead: a call of %d pairs not answered from the score sheet (%s); sent to its engine",
+                 len(pairs), why)
+        return False
 
     def claim(self, pairs: Sequence[Pair]) -> list[Pair]:
         new = [pair for pair in dict.fromkeys(pairs) if pair not in self.claimed]
@@ -45,6 +75,11 @@ class ScoreSheet:
 
     def lookup(self, pairs: Sequence[Pair]) -> list[float | None]:
         return [self.scores.get(pair) for pair in pairs]
+
+
+def new_sheet(engine: EngineSpec) -> Callable[..., ScoreSheet]:
+    """A graph node's function making one query's sheet for scores from `engine`."""
+    return lambda **_inputs: ScoreSheet.on(engine)
 
 
 def missing(sheet: ScoreSheet, pairs: Sequence[Pair]) -> list[Pair]:
@@ -82,7 +117,8 @@ def current() -> ScoreSheet | None:
 @dataclass(frozen=True)
 class RerankAheadOp:
     """A Rerank node over one search's results (`values["hits"]`: one hit list per query of
-    the expansion, or a slice of them when mapped onto the search stream): it asks for the
+    the expansion, or a slice of them when mapped onto the search stream; with `single`, one
+    hit list): it asks for the
     (question, text) pairs of the hits that `values["sheet"]` has not handed out yet and
     records their scores there. Work ahead of need (`speculative`): if the engine fails it,
     the query goes on and the reranker asks for those pairs itself. Its value is one None per
@@ -93,12 +129,16 @@ class RerankAheadOp:
     port: str = "hits"
     elementwise: bool = True
     speculative: bool = True
+    single: bool = False
+
+    def _hit_lists(self, values: dict[str, Any]) -> list[Any]:
+        return [values[self.port]] if self.single else list(values[self.port])
 
     async def requests(self, values: dict[str, Any]) -> list[Pair]:
         query = values["query"]
-        return values["sheet"].claim([(query, text) for hits in values[self.port] for text in self.texts(hits)])
+        return values["sheet"].claim([(query, text) for hits in self._hit_lists(values) for text in self.texts(hits)])
 
-    def settle(self, values: dict[str, Any], requests: list[Pair], results: list[float] | None) -> list[None]:
+    def settle(self, values: dict[str, Any], requests: list[Pair], results: list[float] | None) -> list[None] | None:
         if results is not None:
             values["sheet"].fill(requests, results)
-        return [None] * len(values[self.port])
+        return None if self.single else [None] * len(values[self.port])

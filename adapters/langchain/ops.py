@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from accel.adapters.common.rerank_ahead import using
 from accel.engines.base import Generation, SamplingParams, SearchHit, TableLayout, VectorQuery
 from accel.engines.embed_server import ServerEmbedRequest
 from accel.engines.embeddings import EmbedRequest
@@ -251,7 +252,8 @@ class CompressOp:
     call (`[]`); else `list(compressor.compress_documents(docs, query, callbacks=...))` on
     the caller's thread, or `acompress_documents` on the caller's loop for async callers, with
     `callbacks` the child manager of the retriever's run (`spec`), so the compressor's own runs
-    hang under it, and as current config the one the retriever was invoked with."""
+    hang under it, and as current config the one the retriever was invoked with. With a score
+    sheet (`values["sheet"]`, rerank ahead) its reranker calls may be answered from it."""
 
     compressor: Any
     spec: int = 0
@@ -265,22 +267,24 @@ class CompressOp:
         if not docs:
             return []
         context_config, callbacks = _compression_config(values, self.spec, self.alone)
-        compressor, caller = self.compressor, values["caller"]
+        compressor, caller, sheet = self.compressor, values["caller"], values.get("sheet")
         if caller is not None and caller.asynchronous:
             async def step() -> Any:
                 managers = _async_manager(callbacks)
-                if context_config is None:
-                    return list(await compressor.acompress_documents(docs, query, callbacks=managers))
-                with set_config_context(context_config) as context:
-                    return list(await asyncio.create_task(compressor.acompress_documents(docs, query, callbacks=managers), context=context))
+                with using(sheet):
+                    if context_config is None:
+                        return list(await compressor.acompress_documents(docs, query, callbacks=managers))
+                    with set_config_context(context_config) as context:
+                        return list(await asyncio.create_task(compressor.acompress_documents(docs, query, callbacks=managers), context=context))
 
             return await caller.acall(step)
 
         def call() -> Any:
-            if context_config is None:
-                return list(compressor.compress_documents(docs, query, callbacks=callbacks))
-            with set_config_context(context_config) as context:
-                return list(context.run(compressor.compress_documents, docs, query, callbacks=callbacks))
+            with using(sheet):
+                if context_config is None:
+                    return list(compressor.compress_documents(docs, query, callbacks=callbacks))
+                with set_config_context(context_config) as context:
+                    return list(context.run(compressor.compress_documents, docs, query, callbacks=callbacks))
 
         if caller is None:  # a query started without a caller (accel's own runs, benchmarks)
             from accel.caller import user_code_pool

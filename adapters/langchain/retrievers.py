@@ -5,7 +5,9 @@ Only configurations whose stock behaviour the primitives reproduce exactly are l
 (similarity search on langchain-postgres PGVector with HuggingFaceEmbeddings or a server's
 OpenAIEmbeddings, CrossEncoderReranker over HuggingFaceCrossEncoder); the rest run as-is (their
 engine calls still captured by the floor). A compression retriever with any other compressor
-keeps its base retriever lowered and runs the compressor as user code, as stock calls it. A
+keeps its base retriever lowered and runs the compressor as user code, as stock calls it. Over
+a MultiQueryRetriever a cross-encoder's pairs are scored as each search returns
+(`rerank_ahead`). A
 server embedding that could be lowered but for one of its options is a lowering lost
 (`explain.lost_lowering`): logged and counted per reason, and shown as opaque in `explain()`.
 """
@@ -21,6 +23,7 @@ from accel.adapters.common.classes import is_exactly, loaded_class
 from accel.adapters.common.explain import lost_lowering
 from accel.adapters.common.server_encoders import embed_params, openai_embed_engine
 from accel.adapters.langchain.ops import CompressOp, EmbedTextsOp, RerankOp, SearchOp, unique_union
+from accel.adapters.langchain.rerank_ahead import SheetedRerankOp, score_ahead, server_cross_encoder
 from accel.adapters.langchain.tables import pgvector_collection
 from accel.engines.base import TableLayout
 from accel.ir import Kind, Ref
@@ -172,10 +175,15 @@ def compression(cap: Any, retriever: Any, x: Ref) -> Ref:
     if why is not None:
         return user_compression(cap, retriever, x, why)
     docs = cap.lower(retriever.base_retriever, x)
-    engine = cap.engine(bindings.reranker(str(compressor.model.model_name)))
-    cap.note(retriever, True, f"Rerank top_n={compressor.top_n}")
-    return cap.add(Kind.RERANK, "rerank", engine=engine, inputs={"query": x, "docs": docs}, op=RerankOp(compressor.top_n),
-                   attrs={"batchable": False})
+    spec = bindings.reranker(str(compressor.model.model_name))
+    ahead = score_ahead(cap, docs, x, spec)
+    if ahead is None:
+        cap.note(retriever, True, f"Rerank top_n={compressor.top_n}")
+        return cap.add(Kind.RERANK, "rerank", engine=cap.engine(spec), inputs={"query": x, "docs": docs},
+                       op=RerankOp(compressor.top_n), attrs={"batchable": False})
+    cap.note(retriever, True, f"Rerank top_n={compressor.top_n} (pairs scored ahead per search, the rest after the union)")
+    return cap.add(Kind.RERANK, "rerank", engine=cap.engine(spec), inputs={"query": x, "docs": docs, **ahead.inputs()},
+                   op=SheetedRerankOp(compressor.top_n), attrs={"batchable": False})
 
 
 def _rerank_refusal(compressor: Any) -> str | None:
@@ -198,11 +206,14 @@ def user_compression(cap: Any, retriever: Any, x: Ref, why: str) -> Ref:
         raise Opaque(f"{why}, and its base retriever has no engine work to lower")
     docs = cap.lower(retriever.base_retriever, x)
     name = type(retriever.base_compressor).__name__
-    cap.note(retriever, True, f"base retriever lowered; {why}: its compress_documents runs as user code")
+    server = server_cross_encoder(retriever.base_compressor)
+    ahead = None if isinstance(server, str) else score_ahead(cap, docs, x, server)
+    scored = "; pairs scored ahead per search on its rerank server, its call answered from them" if ahead else ""
+    cap.note(retriever, True, f"base retriever lowered; {why}: its compress_documents runs as user code{scored}")
     alone = cap.leaf_root and retriever is cap.first_step
     op = CompressOp(retriever.base_compressor, spec=cap._parent, alone=alone)  # _parent: the retriever's own run spec
     inputs = {"query": x, "docs": docs, "config": cap.config, "run": cap.run, "runs": cap.runs_in, "caller": cap.caller}
-    return cap.add(Kind.CALL, f"call:{name}.compress_documents:", inputs=inputs, op=op)
+    return cap.add(Kind.CALL, f"call:{name}.compress_documents:", inputs={**inputs, **(ahead.inputs() if ahead else {})}, op=op)
 
 
 _LEGACY_LLM_CHAINS = (("langchain_classic.chains.llm", "LLMChain"), ("langchain.chains.llm", "LLMChain"))  # 1.x, 0.x

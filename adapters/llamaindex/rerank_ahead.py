@@ -20,7 +20,7 @@ from typing import Any
 
 from accel.adapters.common.bindings import EngineSpec
 from accel.adapters.common.classes import is_exactly
-from accel.adapters.common.rerank_ahead import RerankAheadOp, ScoreSheet, missing, using
+from accel.adapters.common.rerank_ahead import RerankAheadOp, missing, new_sheet, using
 from accel.ir import CallOp, GraphBuilder, Kind, Ref
 from accel.registry import EngineRegistry
 
@@ -50,7 +50,7 @@ class RerankAhead:
         """One sub-retriever's search (one hit list per query): score its pairs ahead."""
         if self.sheet is None:
             self.sheet = self.root.add(Kind.CALL, "rerank_ahead.sheet", inputs={"query": self.query},
-                                       op=CallOp(_new_sheet, blocking=False))
+                                       op=CallOp(new_sheet(self.engine), blocking=False))
         ref = s.add(Kind.RERANK, "rerank_ahead", engine=self.session.engine(self.engine),
                     inputs={"hits": hits, "query": self.query, "sheet": self.sheet}, attrs={"batch_port": "hits"},
                     op=RerankAheadOp(rerank_texts))
@@ -108,10 +108,6 @@ def rerank_pairs(query: str, nodes: list[Any]) -> list[tuple[str, str]]:
 def rerank_texts(hits: Any) -> list[str]:
     """The texts a rerank of these search hits' nodes scores."""
     return [rerank_text(node) for node in hits_to_result(hits).nodes]
-
-
-def _new_sheet(query: str) -> ScoreSheet:
-    return ScoreSheet()
 
 
 @dataclass(frozen=True)

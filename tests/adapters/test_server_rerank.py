@@ -162,3 +162,47 @@ def test_llamaindex_fusion_scores_each_pair_ahead_once_and_ranks_as_stock(
         stock_pairs = Counter((stock_request.body["query"], doc) for doc in stock_request.body["documents"])
         ours_pairs = Counter(pair for r in ours_requests for pair in zip(r.body["text_1"], r.body["text_2"]))
         assert ours_pairs == stock_pairs
+
+
+def test_langchain_multi_query_pairs_are_scored_ahead_on_the_server_cross_encoders_server(
+        pg_dsn: str, lc_embeddings: Any, doc_texts: list[str], llm_proxy: RecordingProxy,
+        rerank_proxy: RecordingProxy) -> None:
+    """A user's cross-encoder on the rerank server (`examples/langchain/server_rerank.py`, a
+    Cohere `ClientV2` as `client`) under a compression over a MultiQueryRetriever: the pairs go
+    to the server's `/score` as each search returns, each once, exactly the pairs stock's one
+    `/v2/rerank` request a query carries; the cross-encoder's own call is answered from them (no
+    request of its own) and the same documents come back."""
+    from collections import Counter
+
+    from langchain_classic.retrievers import ContextualCompressionRetriever
+    from langchain_classic.retrievers.document_compressors import CrossEncoderReranker
+    from langchain_classic.retrievers.multi_query import MultiQueryRetriever
+    from langchain_core.documents import Document
+    from langchain_openai import ChatOpenAI
+    from langchain_postgres import PGVector
+
+    from accel.examples.langchain.server_rerank import ServerCrossEncoder
+
+    store = PGVector(embeddings=lc_embeddings, collection_name=f"lc_mq_{uuid.uuid4().hex[:8]}",
+                     connection=pg_dsn.replace("postgresql://", "postgresql+psycopg://", 1), use_jsonb=True)
+    store.add_documents([Document(page_content=t, metadata={"n": i}) for i, t in enumerate(doc_texts)])
+    llm = ChatOpenAI(base_url=llm_proxy.url + "/v1", api_key="EMPTY", model=TINY, temperature=0, max_tokens=12)
+    expand = MultiQueryRetriever.from_llm(retriever=store.as_retriever(search_kwargs={"k": 3}), llm=llm,
+                                          include_original=True)
+    reranker = CrossEncoderReranker(model=ServerCrossEncoder.for_server(rerank_proxy.url, RERANK_SERVED_NAME), top_n=2)
+    retriever = ContextualCompressionRetriever(base_compressor=reranker, base_retriever=expand)
+    floor.install()
+    fast = accel.wrap(retriever)
+    assert "pairs scored ahead per search on its rerank server" in fast.explain()
+    fast.invoke(QUESTIONS[1])  # warm: templates and engines
+    for question in QUESTIONS[:3]:
+        rerank_requests(rerank_proxy)
+        stock = retriever.invoke(question)
+        [stock_request] = rerank_requests(rerank_proxy)
+        ours = fast.invoke(question)
+        ours_requests = rerank_requests(rerank_proxy)
+        assert [(d.page_content, d.metadata) for d in ours] == [(d.page_content, d.metadata) for d in stock]
+        assert stock_request.path.endswith("/rerank") and all(r.path.endswith("/score") for r in ours_requests)
+        stock_pairs = Counter((stock_request.body["query"], doc) for doc in stock_request.body["documents"])
+        ours_pairs = Counter(pair for r in ours_requests for pair in zip(r.body["text_1"], r.body["text_2"]))
+        assert ours_pairs == stock_pairs

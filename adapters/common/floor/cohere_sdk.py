@@ -63,8 +63,9 @@ def _rerank(client: Any, *, model: str, query: str, documents: Any, top_n: Any =
 
 
 def _sheet_first(original: Any) -> Any:
-    """`rerank` answered from the query's score sheet when it holds every pair (no engine call
-    and no wrapped run needed: it runs on the session loop); otherwise routed as any call."""
+    """`rerank` answered from the query's score sheet when it holds every pair, scored on the
+    server and model the call names (no engine call and no wrapped run needed: it runs on the
+    session loop); otherwise routed as any call."""
     routed_rerank = routed(COMPONENT, _rerank)(original)
 
     @functools.wraps(original)
@@ -75,7 +76,7 @@ def _sheet_first(original: Any) -> Any:
                 call = _rerank(self, *args, **kwargs)
             except Exception:  # bad input: the routed path lets stock raise its own error
                 call = None
-            if isinstance(call, EngineCall) and not rerank_ahead.missing(sheet, call.requests):
+            if isinstance(call, EngineCall) and sheet.answers(call.engine, call.requests):
                 route.stats.count("routed", f"{COMPONENT} (from the score sheet)")
                 return call.shape(sheet.lookup(call.requests))
         return routed_rerank(self, *args, **kwargs)
