@@ -13,6 +13,7 @@ ACCEL_TEST_EMBED_URL / ACCEL_TEST_RERANK_URL reuse servers already running (loca
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -136,8 +137,6 @@ def test_llamaindex_fusion_scores_each_pair_ahead_once_and_ranks_as_stock(
     server's `/score` as each search returns, each once, exactly the pairs stock's one Cohere
     `/v2/rerank` request carries; the postprocessor's own call is answered from them (no request
     of its own) and ranks the same nodes with the same scores."""
-    from collections import Counter
-
     from llama_index.core.query_engine import RetrieverQueryEngine
     from llama_index.core.retrievers import QueryFusionRetriever
 
@@ -149,19 +148,27 @@ def test_llamaindex_fusion_scores_each_pair_ahead_once_and_ranks_as_stock(
     fast = accel.wrap(engine)
     assert "CohereRerank: pairs scored ahead per search" in fast.explain()
     fast.query(QUESTIONS[1])  # warm: templates and engines
-    for question in QUESTIONS[:3]:
-        rerank_requests(rerank_proxy)
-        stock = engine.query(question)
-        [stock_request] = rerank_requests(rerank_proxy)
-        ours = fast.query(question)
-        ours_requests = rerank_requests(rerank_proxy)
+    for stock, ours in scored_ahead(engine.query, fast.query, rerank_proxy):
         assert str(ours) == str(stock)
         assert [n.node.node_id for n in ours.source_nodes] == [n.node.node_id for n in stock.source_nodes]
         assert [n.score for n in ours.source_nodes] == pytest.approx([n.score for n in stock.source_nodes], rel=1e-5)
+
+
+def scored_ahead(stock_call: Any, ours_call: Any, proxy: RecordingProxy) -> Iterator[tuple[Any, Any]]:
+    """(stock's result, ours) for three questions, after checking the rerank server's requests:
+    stock's one Cohere `/v2/rerank` request, accel's `/score` requests only (none of the app's
+    own call), carrying exactly stock's pairs, each once."""
+    for question in QUESTIONS[:3]:
+        rerank_requests(proxy)
+        stock = stock_call(question)
+        [stock_request] = rerank_requests(proxy)
+        ours = ours_call(question)
+        ours_requests = rerank_requests(proxy)
         assert stock_request.path.endswith("/rerank") and all(r.path.endswith("/score") for r in ours_requests)
         stock_pairs = Counter((stock_request.body["query"], doc) for doc in stock_request.body["documents"])
         ours_pairs = Counter(pair for r in ours_requests for pair in zip(r.body["text_1"], r.body["text_2"]))
-        assert ours_pairs == stock_pairs
+        assert ours_pairs == stock_pairs, question
+        yield stock, ours
 
 
 def test_langchain_multi_query_pairs_are_scored_ahead_on_the_server_cross_encoders_server(
@@ -172,8 +179,6 @@ def test_langchain_multi_query_pairs_are_scored_ahead_on_the_server_cross_encode
     to the server's `/score` as each search returns, each once, exactly the pairs stock's one
     `/v2/rerank` request a query carries; the cross-encoder's own call is answered from them (no
     request of its own) and the same documents come back."""
-    from collections import Counter
-
     from langchain_classic.retrievers import ContextualCompressionRetriever
     from langchain_classic.retrievers.document_compressors import CrossEncoderReranker
     from langchain_classic.retrievers.multi_query import MultiQueryRetriever
@@ -195,14 +200,5 @@ def test_langchain_multi_query_pairs_are_scored_ahead_on_the_server_cross_encode
     fast = accel.wrap(retriever)
     assert "pairs scored ahead per search on its rerank server" in fast.explain()
     fast.invoke(QUESTIONS[1])  # warm: templates and engines
-    for question in QUESTIONS[:3]:
-        rerank_requests(rerank_proxy)
-        stock = retriever.invoke(question)
-        [stock_request] = rerank_requests(rerank_proxy)
-        ours = fast.invoke(question)
-        ours_requests = rerank_requests(rerank_proxy)
+    for stock, ours in scored_ahead(retriever.invoke, fast.invoke, rerank_proxy):
         assert [(d.page_content, d.metadata) for d in ours] == [(d.page_content, d.metadata) for d in stock]
-        assert stock_request.path.endswith("/rerank") and all(r.path.endswith("/score") for r in ours_requests)
-        stock_pairs = Counter((stock_request.body["query"], doc) for doc in stock_request.body["documents"])
-        ours_pairs = Counter(pair for r in ours_requests for pair in zip(r.body["text_1"], r.body["text_2"]))
-        assert ours_pairs == stock_pairs
