@@ -118,11 +118,10 @@ def current() -> ScoreSheet | None:
 class RerankAheadOp:
     """A Rerank node over one search's results (`values["hits"]`: one hit list per query of
     the expansion, or a slice of them when mapped onto the search stream; with `single`, one
-    hit list): it asks for the
-    (question, text) pairs of the hits that `values["sheet"]` has not handed out yet and
-    records their scores there. Work ahead of need (`speculative`): if the engine fails it,
-    the query goes on and the reranker asks for those pairs itself. Its value is one None per
-    hit list (the scores live in the sheet)."""
+    hit list): it asks for the (question, text) pairs of the hits that `values["sheet"]` has
+    not handed out yet and records their scores there. Work ahead of need (`speculative`): if
+    the engine fails it, the query goes on and the reranker asks for those pairs itself. Its
+    value is one None per hit list, or None with `single` (the scores live in the sheet)."""
 
     texts: Callable[[Any], list[str]]
     """A hit list -> the texts the reranker will score, as the framework builds them."""
