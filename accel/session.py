@@ -40,6 +40,7 @@ from accel.engines.limits import EngineLimits
 from accel.ir.template import Template, TemplateCache
 # the runtime's names stay private here: the session is the adapters' door to the runtime and
 # re-exports nothing of it (tests/test_layers.py)
+from accel.runtime.graph_scheduler import lost_speculations as _lost_speculations
 from accel.runtime.output_stream import relay_to_loop as _relay_to_loop, relay_to_thread as _relay_to_thread
 from accel.runtime.policies import get_policy as _get_policy
 from accel.runtime.sharing import batch_scope as _batch_scope
@@ -193,6 +194,14 @@ class Session:
             lines.append(f"warm-ups not sent, their prefix under {least} tokens or one block, too short to pay for "
                          "a request (session-wide): " + ", ".join(f"{name} {n}" for name, n in sorted(short.items())))
         return lines
+
+    @staticmethod
+    def speculation_lines() -> list[str]:
+        """`explain()`'s line on speculative engine calls (work ahead of need) that failed."""
+        if not _lost_speculations:
+            return []
+        return ["speculative engine calls that failed, their queries going on without them (process-wide): "
+                + ", ".join(f"{node} {n}" for node, n in sorted(_lost_speculations.items()))]
 
     def _measured_limits(self) -> MeasuredLimits:
         """The engines' measured limits (`accel.profiles`), loaded once."""

@@ -25,6 +25,17 @@ def lost_lowering(component: str, why: str) -> None:
         log.info("%s is not lowered (its engine calls still go through the floor): %s", component, why)
 
 
+def rerank_miss_lines() -> list[str]:
+    """`explain()`'s line on reranker calls a rerank-ahead sheet could not answer (their pairs
+    scored ahead in vain), by why."""
+    from accel.adapters.common.rerank_ahead import misses
+
+    if not misses:
+        return []
+    return ["reranker calls not answered from a rerank-ahead score sheet, sent as stock sends them (process-wide): "
+            + ", ".join(f"{why} {n}" for why, n in sorted(misses.items()))]
+
+
 def explain_text(title: str, steps: Iterable[Any], template: Any) -> str:
     """`steps` have `.component`, `.lowered`, `.detail`; `template` is the cached e-graph."""
     steps = list(steps)

@@ -57,7 +57,7 @@ class ScoreSheet:
         if (engine.kind, engine.key) != self.engine:
             why = "another engine"
         elif missing(self, pairs):
-            why = "pairs not scored ahead"
+            why = "pairs missing from the sheet"
         else:
             return True
         misses[why] += 1

@@ -40,7 +40,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import ensure_config, get_callback_manager_for_config, patch_config
 
 from accel.adapters.common.errors import stock_embed_error, stock_llm_error, stock_vectordb_error
-from accel.adapters.common.explain import draw, explain_text
+from accel.adapters.common.explain import draw, explain_text, rerank_miss_lines
 from accel.adapters.langchain.capture import Capture, Step
 from accel.adapters.langchain.runs import RunTree
 from accel.adapters.langchain.stock_runs import END, StockRuns, stock_anext, stock_next
@@ -326,7 +326,7 @@ class LoweredChain(StockRuns):
                      "components:"] + [f"  [opaque ] {s.component}: {s.detail}" for s in self._steps]
             return "\n".join(lines + (["", "counters:", *counters] if counters else []))
         text = explain_text(title, self._steps, self._template) + f"\n\nengine limits: {self._session.limits_source}"
-        text += "".join(f"\n{line}" for line in self._session.warmup_lines())
+        text += "".join(f"\n{line}" for line in [*self._session.warmup_lines(), *self._session.speculation_lines(), *rerank_miss_lines()])
         return text + ("\n\ncounters:\n" + "\n".join(counters) if counters else "")
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from llama_index.core.schema import MetadataMode, QueryBundle
 
+from accel.adapters.common.explain import rerank_miss_lines
 from accel.ir import CallOp, GraphBuilder, Kind, Ref
 
 from accel.scope import WrappedRun, wrapped_run
@@ -254,7 +255,7 @@ class LoweredQuery:
         lines.append(f"{'query' if self._one_graph else 'retrieval'} e-graph: {len(graph)} nodes, passes {graph.meta['passes']}")
         lines += [f"  {name} [{template.nodes[i].kind}] depth {template.depth[i]}" for i, name in enumerate(template.order)]
         lines += [f"  note: {note}" for note in graph.meta["notes"]]
-        lines += self._session.warmup_lines()
+        lines += [*self._session.warmup_lines(), *self._session.speculation_lines(), *rerank_miss_lines()]
         return "\n".join(lines)
 
 

@@ -3,8 +3,8 @@ vLLM, MiniLM, the offline cross-encoder, pgvector): the wrapped retriever and a 
 it return what stock returns with the same LLM, embedding and search requests, and the
 cross-encoder scores exactly the pairs stock scores, each once (when: the spans of
 docs/benchmarks-twin.md; the runtime's fake-engine tests, tests/core/runtime/test_rerank_ahead.py).
-A compression over a plain vector search is not scored ahead;
-a sheet answers a reranker call only on the engine its scores came from."""
+A compression over a plain vector search is not scored ahead; a sheet answers a reranker call
+only on the engine its scores came from, and explain() shows the calls it could not answer."""
 
 from __future__ import annotations
 
@@ -73,10 +73,11 @@ def test_a_compression_over_one_search_is_not_scored_ahead(vectorstore: Any, rer
     reranker = CrossEncoderReranker(model=HuggingFaceCrossEncoder(model_name=str(reranker_dir)), top_n=2)
     retriever = ContextualCompressionRetriever(base_compressor=reranker, base_retriever=vectorstore.as_retriever())
     explained = accel.wrap(retriever).explain()
-    assert "Rerank top_n=2" in explained and "scored ahead" not in explained
+    assert "Rerank top_n=2" in explained and "pairs scored ahead per search" not in explained
 
 
-def test_a_sheet_answers_only_calls_on_its_own_engine() -> None:
+@pytest.mark.engines
+def test_a_sheet_answers_only_calls_on_its_own_engine(vectorstore: Any) -> None:
     from accel.adapters.common import rerank_ahead
     from accel.adapters.common.rerank_ahead import ScoreSheet
     from accel.engines.catalogue import reranker
@@ -89,4 +90,7 @@ def test_a_sheet_answers_only_calls_on_its_own_engine() -> None:
     assert sheet.answers(ours, pairs)
     assert not sheet.answers(other, pairs)
     assert not sheet.answers(ours, [*pairs, ("q", "functools")])
-    assert rerank_ahead.misses - before == {"another engine": 1, "pairs not scored ahead": 1}
+    assert rerank_ahead.misses - before == {"another engine": 1, "pairs missing from the sheet": 1}
+    explained = accel.wrap(vectorstore.as_retriever()).explain()
+    assert "not answered from a rerank-ahead score sheet" in explained
+    assert "another engine" in explained and "pairs missing from the sheet" in explained

@@ -64,7 +64,7 @@ def test_a_fusion_that_may_cut_its_chunks_is_not_scored_ahead(pg_index: Any, llm
                                                                reranker_dir: Any) -> None:
     engine = fusion_engine(pg_index, llm, reranker_dir, keep=4)  # up to 9 chunks, 4 kept
     explained = accel.wrap(engine).explain()
-    assert "SentenceTransformerRerank(top_n=2) -> Rerank" in explained and "scored ahead" not in explained
+    assert "SentenceTransformerRerank(top_n=2) -> Rerank" in explained and "pairs scored ahead per search" not in explained
     compare(engine, llm_proxy, QUESTIONS[:2])
 
 

@@ -15,6 +15,7 @@ from accel.engines.errors import EngineUnavailable
 from accel.ir import CallOp, GatherOp, GraphBuilder, ItemsOp, Kind, Schedule, Streams, Template
 from accel.runtime import graph_scheduler
 from accel.runtime.runtime import Runtime
+from accel.session import Session
 from accel.testing.fakes import FakeEngine, FakeLLMEngine
 
 from .test_graph_scheduler import WordsDecode
@@ -112,3 +113,5 @@ def test_a_failed_early_call_is_asked_again_after_the_fusion(virtual) -> None:
     assert failed == [("why", "a1"), ("why", "shared")]
     assert set(failed) <= set(rest[-1])  # the rerank after the fusion asked for what the failed call claimed
     assert sum(graph_scheduler.lost_speculations.values()) == before + 1
+    [line] = Session.speculation_lines()  # what explain() shows
+    assert "speculative engine calls that failed" in line and "ahead" in line
