@@ -241,8 +241,13 @@ class RerankOp:
         return [(values["query"], doc.page_content) for doc in values["docs"]]
 
     def output(self, values: dict[str, Any], results: list[float]) -> list[Any]:
-        ranked = sorted(zip(values["docs"], results, strict=True), key=lambda pair: pair[1], reverse=True)
-        return [doc for doc, _ in ranked[: self.top_n]]
+        return top_n_by_score(values["docs"], results, self.top_n)
+
+
+def top_n_by_score(docs: list[Any], scores: list[float], top_n: int) -> list[Any]:
+    """CrossEncoderReranker's selection: the `top_n` best in descending score, stable for ties."""
+    ranked = sorted(zip(docs, scores, strict=True), key=lambda pair: pair[1], reverse=True)
+    return [doc for doc, _ in ranked[:top_n]]
 
 
 @dataclass(frozen=True)

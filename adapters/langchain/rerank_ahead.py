@@ -26,7 +26,7 @@ from typing import Any
 
 from accel.adapters.common.classes import loaded_class
 from accel.adapters.common.rerank_ahead import RerankAheadOp, merged, missing, new_sheet
-from accel.adapters.langchain.ops import FnOp, unique_union
+from accel.adapters.langchain.ops import FnOp, top_n_by_score, unique_union
 from accel.engines.catalogue import EngineSpec
 from accel.ir import Kind, Ref
 
@@ -113,6 +113,4 @@ class SheetedRerankOp:
         return missing(values["sheet"], self._pairs(values))
 
     def output(self, values: dict[str, Any], results: list[float]) -> list[Any]:
-        scores = merged(values["sheet"], self._pairs(values), results)
-        ranked = sorted(zip(values["docs"], scores, strict=True), key=lambda pair: pair[1], reverse=True)
-        return [doc for doc, _ in ranked[: self.top_n]]
+        return top_n_by_score(values["docs"], merged(values["sheet"], self._pairs(values), results), self.top_n)
