@@ -43,16 +43,21 @@ def test_self_rag_prompts_are_warmed_before_the_graph_sends_them(store, chat, ll
 
     explained = fast.explain()
     sites = warmed_sites(explained)
-    # the first grading call follows the retrieval at once: never warmed; the later ones wait
-    # behind it, and the generation and the hallucination grader behind all of them
-    # (whether the later grading calls' warm-ups come in time depends on how fast the first
-    # grade decodes, so only the calls behind all of them are counted on)
-    assert sites["llm:grade_documents/0#0"]["sent"] == 0, explained
+    # Which grading calls get a warm-up in time is the machine's call: the first follows the
+    # retrieval at once on a quiet machine (never warmed: the rule is pinned down in
+    # tests/adapters/test_learned_floor.py), but under load the step between the two graph
+    # nodes alone can pass `MIN_LAG_S`, and then warming it is right. Only the calls behind all
+    # the grading calls are counted on: the generation and the hallucination grader.
     for site in ("llm:generate/0#0", "llm:generate/0#1"):
-        # each later run sent it, or left it out when the engine had no spare capacity then
-        assert sites[site]["sent"] + sites[site]["busy"] >= len(questions) - 1, (site, explained)
-        # a warm-up that arrived before its call was found in the prefix cache (cached_tokens)
-        assert sites[site]["cached"] + sites[site]["late"] == sites[site]["sent"] and sites[site]["cached"], explained
+        state = re.search(rf"  {re.escape(site)}: .*\n    (.*)", explained)
+        assert state and re.match(r"warmed through part (\d+) of \1;", state.group(1)), (site, explained)  # its whole pattern held
+        counts = sites[site]
+        # every later run sent its warm-up, found the engine with no spare capacity, or was
+        # overtaken by its own call (late: a warm-up still on its way, sent or not)
+        assert counts["sent"] + counts["busy"] + counts["late"] >= len(questions) - 1, (site, explained)
+        assert counts["cached"] <= counts["sent"], (site, explained)
+    # the warmed tokens were found in vLLM's prefix cache (cached_tokens) by a real request
+    assert sites["llm:generate/0#0"]["cached"] + sites["llm:generate/0#1"]["cached"] > 0, explained
     assert "vectordb:retrieve/0#0[0].repr" in explained  # the documents as the prompt prints them
 
 
