@@ -19,7 +19,7 @@ import httpx
 
 from accel.engines.errors import InvalidRequest
 
-from . import bounds, encoder_requests, front_end, index_names, metrics, prompt_cache, span_timeline, spread, twin_run
+from . import bounds, encoder_requests, front_end, host_speed, index_names, metrics, prompt_cache, span_timeline, spread, twin_run
 from .apps import example
 from .capacity_profile import CapacityProbe
 from .drivers import driver_for
@@ -152,8 +152,10 @@ def compare(config: BenchConfig, stack: Any, progress: Progress = lambda _: None
     indexed = indexed or index_workload(config, stack, progress)
     driver = driver_for(config.framework)
     lag_before = twin_run.lag_s(stack) if config.twin else None
+    speed_before = host_speed.probe()
     try:
         report = _compare(config, stack, progress, indexed, systems, driver)
+        report["machine"]["host_speed"] = host_speed.around(speed_before, host_speed.probe())
         if config.twin:
             report["simulated"] = twin_run.simulated(config.twin, lag_before, twin_run.lag_s(stack))
             report["verdict"] = verdict(report)

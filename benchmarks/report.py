@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from . import host_speed
 from .summary import bound_line
 
 
@@ -21,7 +22,8 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         f"**{report['verdict']}**" if report.get("verdict") else "",
         "",
-        f"{report['date']} · {report['machine']['cpus']} CPU cores, no GPU, load {report['machine']['load_average_1m_at_start']:.1f} at start · LLM `{Path(report['engines']['llm']).name}`"
+        f"{report['date']} · {report['machine']['cpus']} CPU cores, no GPU, load {report['machine']['load_average_1m_at_start']:.1f} at start"
+        f" · {host_speed.describe(report['machine'].get('host_speed'))} · LLM `{Path(report['engines']['llm']).name}`"
         f" · headline: {report['headline_metric']} · prefix cache reset between systems: "
         f"{'yes' if report['prefix_cache_reset_between_systems'] else 'no'}"
         f" · `equal`: same answer as {report.get('equality_reference') or 'no reference run'}",

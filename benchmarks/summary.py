@@ -8,6 +8,7 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
+from . import host_speed
 from .systems import ACCEL, LLAMADISTPC, STOCK_CONCURRENT, STOCK_SEQUENTIAL
 
 FRAMEWORK = {"langchain": "LangChain", "llamaindex": "LlamaIndex"}
@@ -343,7 +344,8 @@ def render(report: dict[str, Any], width: int = 80) -> str:
     engines = report.get("engines") or {}
     encoders = " · server encoders" if engines.get("embed_server") or engines.get("rerank_server") else ""
     context = (f"{report['example']} · {report['framework']} · {report['mode']} · {_queries(report['config']['queries'])}"
-               f"{encoders} · {machine['cpus']} cores, load {machine['load_average_1m_at_start']:.1f} at start")
+               f"{encoders} · {machine['cpus']} cores, load {machine['load_average_1m_at_start']:.1f} at start"
+               f" · {host_speed.describe(machine.get('host_speed'))}")
     parts = [_wrap(report.get("verdict") or verdict(report), width), "", _wrap(context, width), table(report, width)]
     if report.get("rates"):
         parts += ["", rates_table(report, width)]

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from accel.benchmarks import host_speed
 from accel.benchmarks.twin_suite import publish, report_path, row, run, saturation_rate, validated
 
 log = logging.getLogger("accel.benchmarks.twin_goals")
@@ -170,6 +171,7 @@ def summary(goal: Goal, reports: list[dict[str, Any]], shape_as_sent_s: float | 
             "stock_lag_s": most("stock_lag_s"), "accel_lag_s": most("accel_lag_s"),
             "stock_cpu_ms": middle("stock_cpu_ms"), "accel_cpu_ms": middle("accel_cpu_ms"),
             "stock_twin_cpu_ms": middle("stock_twin_cpu_ms"), "accel_twin_cpu_ms": middle("accel_twin_cpu_ms"),
+            "host_ms": [speed["cpu_ms"] for r in reports if (speed := (r.get("machine") or {}).get("host_speed"))],
             "limits": sorted({(r.get("engine_limits") or {}).get("source") or "not recorded" for r in reports}),
             "met": met_by is not None, "met_by": met_by}
 
@@ -186,6 +188,7 @@ def markdown(summaries: list[dict[str, Any]], label: str, validated: bool) -> st
                     "In brackets, the twins' own process CPU per query (tokenising prompts, writing answers), which "
                     "a GPU server spends on its own cores and which here shares this machine's with the app.",
                     f"accel's engine limits: {'; '.join(limits) or 'not recorded'}.",
+                    host_line(summaries),
                     "Sending every call when ready allows: the better stock over the LLM twin alone running "
                     "the run's calls, each sent the moment its inputs are ready (`llm_schedule`; * from the "
                     "workload's shape where the runs' reports do not hold it): not a bound, and no part of the "
@@ -208,6 +211,20 @@ def markdown(summaries: list[dict[str, Any]], label: str, validated: bool) -> st
                      f"| {num(s.get('stock_cpu_ms'), '{:.0f}')} / {num(s.get('accel_cpu_ms'), '{:.0f}')}{_twins_cpu(s)} "
                      f"| {_met(s)} |")
     return "\n".join(lines) + "\n"
+
+
+def host_line(summaries: list[dict[str, Any]]) -> str:
+    """How fast the host ran over the goals' runs (`host_speed`: the same fixed work before and
+    after each run), so that two tables can be told apart by host as well as by code."""
+    probes = [ms for s in summaries for ms in s.get("host_ms", [])]
+    if not probes:
+        return "The host probe was not run (reports from before benchmarks/host_speed.py)."
+    median = statistics.median(probes)
+    reference = (f", {median / host_speed.REFERENCE_MS:.2f}x the reference machine's {host_speed.REFERENCE_MS:.1f} ms"
+                 if host_speed.REFERENCE_MS else "")
+    return (f"The host probe (`benchmarks/host_speed.py`: a fixed piece of front-end work, its CPU time before and "
+            f"after each run; more is a slower host) read {min(probes):.1f}-{max(probes):.1f} ms over these runs, "
+            f"median {median:.1f} ms{reference}.")
 
 
 def _twins_cpu(s: dict[str, Any]) -> str:

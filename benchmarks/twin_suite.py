@@ -83,7 +83,8 @@ def row(report: dict[str, Any]) -> dict[str, Any]:
             "stock_cpu_ms": front_end_cpu_ms(systems.get(better) if better else None),
             "accel_cpu_ms": front_end_cpu_ms(systems.get("accel-topology")),
             "stock_twin_cpu_ms": twin_cpu_ms(systems.get(better) if better else None, report["config"]["queries"]),
-            "accel_twin_cpu_ms": twin_cpu_ms(systems.get("accel-topology"), report["config"]["queries"])}
+            "accel_twin_cpu_ms": twin_cpu_ms(systems.get("accel-topology"), report["config"]["queries"]),
+            "host_ms": ((report.get("machine") or {}).get("host_speed") or {}).get("cpu_ms")}
 
 
 def markdown(rows: list[dict[str, Any]], label: str, validated: bool) -> str:
@@ -91,16 +92,19 @@ def markdown(rows: list[dict[str, Any]], label: str, validated: bool) -> str:
         return "n/a" if value is None else fmt.format(value)
 
     head = [] if validated else ["**NOT VALIDATED: validation check 1 has not passed; these numbers may not be reported.**", ""]
-    lines = head + [f"Every number below is **{label}**.", "",
+    lines = head + [f"Every number below is **{label}**. The host probe: `benchmarks/host_speed.py`'s fixed "
+                    "piece of front-end work, its CPU milliseconds (the mean of before and after the run); more "
+                    "is a slower host.", "",
                     "| example | framework | mode | queries | better stock | stock s | accel s | speed-up | bound s "
-                    "| accel / bound | equal | twin lag s: run (stock / accel) |",
-                    "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+                    "| accel / bound | equal | twin lag s: run (stock / accel) | host probe ms |",
+                    "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(f"| {r['example']} | {r['framework']} | {r['mode']} | {r['queries']} | {r['better_stock'] or 'n/a'} "
                      f"| {num(r['stock_s'], '{:.2f}')} | {num(r['accel_s'], '{:.2f}')} | {num(r['speedup'], '{:.2f}x')} "
                      f"| {num(r['bound_s'], '{:.2f}')} | {num(r['accel_over_bound'], '{:.2f}')} "
                      f"| {num(r['equal'], '{:.0%}')} | {num(r['twin_lag_s'], '{:.2f}')} "
-                     f"({num(r['stock_lag_s'], '{:.2f}')} / {num(r['accel_lag_s'], '{:.2f}')}) |")
+                     f"({num(r['stock_lag_s'], '{:.2f}')} / {num(r['accel_lag_s'], '{:.2f}')}) "
+                     f"| {num(r['host_ms'], '{:.1f}')} |")
     return "\n".join(lines) + "\n"
 
 

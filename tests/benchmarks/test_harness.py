@@ -86,6 +86,8 @@ def test_single_mode_report(stack: StackConfig, framework: str, tmp_path: Path) 
     assert json.loads(path.read_text())["example"] == "advanced-rag"
     table = reports.markdown(report)
     assert "| stock-sequential |" in table and "critical-path bound" in table.lower()
+    speed = report["machine"]["host_speed"]  # the host probe ran before and after the systems
+    assert speed["before"]["cpu_ms"] > 0 and speed["after"]["cpu_ms"] > 0 and f"host probe {speed['cpu_ms']:.1f} ms" in table
     _check_bound(report)
     assert report["bound"]["kind"] == "critical-path" and report["bound"]["value_s"] == bound["mean_s"]
     assert report["verdict"].startswith("accel ") and report["verdict"] in table
