@@ -3,6 +3,7 @@ thread's CPU time, carried in every bench report and quoted beside the twins' go
 
 from __future__ import annotations
 
+import gc
 import time
 
 import pytest
@@ -16,15 +17,40 @@ from tests.benchmarks.test_twin_suite import report
 
 def test_the_work_is_fixed_and_the_probe_orders_its_runs() -> None:
     assert host_speed.work() == host_speed.work()  # the same work every time: only the host moves its time
-    speed = host_speed.probe(repeats=3)
-    assert 0 < speed["least_ms"] <= speed["cpu_ms"] <= speed["most_ms"]
+    speed = host_speed.probe(repeats=3)  # in a fresh interpreter
+    assert speed["fresh"] and 0 < speed["least_ms"] <= speed["cpu_ms"] <= speed["most_ms"]
+    here = host_speed.probe(repeats=3, fresh=False)
+    assert not here["fresh"] and 0 < here["least_ms"] <= here["cpu_ms"] <= here["most_ms"]
+    assert gc.isenabled()  # the collector, held off while timed, is back on
+
+
+def test_the_collector_is_held_off_only_while_the_work_is_timed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full collection walks the caller's whole heap, which is not the host's speed."""
+    seen: list[bool] = []
+    monkeypatch.setattr(host_speed, "work", lambda: seen.append(gc.isenabled()))
+    host_speed.probe(repeats=2, fresh=False)
+    assert seen == [False, False, False] and gc.isenabled()
+    gc.disable()
+    try:
+        host_speed.probe(repeats=1, fresh=False)
+        assert not gc.isenabled()  # a caller that runs without the collector keeps it off
+    finally:
+        gc.enable()
 
 
 def test_the_probe_counts_cpu_time_not_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
     """A probe that waits (a machine whose other processes hold the cores between its slices
     makes it wait) reads only what it computed."""
     monkeypatch.setattr(host_speed, "work", lambda: time.sleep(0.1))
-    assert host_speed.probe(repeats=2)["most_ms"] < 50
+    assert host_speed.probe(repeats=2, fresh=False)["most_ms"] < 50
+
+
+def test_without_a_fresh_interpreter_it_probes_in_this_process(monkeypatch: pytest.MonkeyPatch,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(host_speed.sys, "executable", "/nonexistent/python")
+    with caplog.at_level("WARNING", logger="accel.benchmarks.host_speed"):
+        speed = host_speed.probe(repeats=1)
+    assert not speed["fresh"] and speed["cpu_ms"] > 0 and "no fresh interpreter" in caplog.text
 
 
 def test_a_run_quotes_the_mean_of_the_probes_around_it(monkeypatch: pytest.MonkeyPatch) -> None:
