@@ -88,18 +88,16 @@ def _timed_in_thread(repeats: int) -> list[float]:
         # the collector held off while timed: a full collection walks the whole process's heap,
         # which is the caller's (a bench process holds far more than a fresh one), not the host
         enabled = gc.isenabled()
-        try:
-            for _ in range(repeats):
-                gc.collect()
-                gc.disable()
+        for _ in range(repeats):
+            gc.collect()
+            gc.disable()
+            try:
                 start = time.thread_time()
                 work()
                 times.append(1000 * (time.thread_time() - start))
+            finally:
                 if enabled:
                     gc.enable()
-        finally:
-            if enabled:
-                gc.enable()
 
     thread = threading.Thread(target=run, name="accel-host-speed-probe")
     thread.start()
@@ -130,14 +128,19 @@ def probe(repeats: int = REPEATS, *, fresh: bool = True) -> dict[str, Any]:
         times = _timed_in_thread(repeats + 1)[1:]
     median = statistics.median(times)
     return {"cpu_ms": round(median, 2), "least_ms": round(min(times), 2), "most_ms": round(max(times), 2),
-            "fresh": fresh, "to_reference": round(median / REFERENCE_MS, 3) if REFERENCE_MS else None}
+            "fresh": fresh, "to_reference": to_reference(median)}
 
 
 def around(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     """A run's host speed: the probe before and after it, and their mean (the figure quoted)."""
     cpu_ms = round((before["cpu_ms"] + after["cpu_ms"]) / 2, 2)
-    return {"cpu_ms": cpu_ms, "before": before, "after": after,
-            "reference_ms": REFERENCE_MS, "to_reference": round(cpu_ms / REFERENCE_MS, 3) if REFERENCE_MS else None}
+    return {"cpu_ms": cpu_ms, "before": before, "after": after, "reference_ms": REFERENCE_MS,
+            "to_reference": to_reference(cpu_ms)}
+
+
+def to_reference(cpu_ms: float) -> float | None:
+    """A probe's milliseconds as a multiple of the reference machine's (None: no reference)."""
+    return round(cpu_ms / REFERENCE_MS, 3) if REFERENCE_MS else None
 
 
 def describe(speed: dict[str, Any] | None) -> str:

@@ -220,8 +220,8 @@ def host_line(summaries: list[dict[str, Any]]) -> str:
     if not probes:
         return "The host probe was not run (reports from before benchmarks/host_speed.py)."
     median = statistics.median(probes)
-    reference = (f", {median / host_speed.REFERENCE_MS:.2f}x the reference machine's {host_speed.REFERENCE_MS:.1f} ms"
-                 if host_speed.REFERENCE_MS else "")
+    ratio = host_speed.to_reference(median)
+    reference = f", {ratio:.2f}x the reference machine's {host_speed.REFERENCE_MS:.1f} ms" if ratio else ""
     return (f"The host probe (`benchmarks/host_speed.py`: a fixed piece of front-end work, its CPU time before and "
             f"after each run; more is a slower host) read {min(probes):.1f}-{max(probes):.1f} ms over these runs, "
             f"median {median:.1f} ms{reference}.")

@@ -40,7 +40,8 @@ def test_the_collector_is_held_off_only_while_the_work_is_timed(monkeypatch: pyt
 
 def test_the_probe_counts_cpu_time_not_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
     """A probe that waits (a machine whose other processes hold the cores between its slices
-    makes it wait) reads only what it computed."""
+    makes it wait) reads only what it computed. The sleep is the waiting under test, not a
+    wait for something: busy cores lengthen it in wall time, never in the thread's CPU time."""
     monkeypatch.setattr(host_speed, "work", lambda: time.sleep(0.1))
     assert host_speed.probe(repeats=2, fresh=False)["most_ms"] < 50
 
