@@ -274,6 +274,7 @@ def _counted_runs(config: BenchConfig, systems: list[Any], apps: Apps, driver: A
                 after = twin_run.read(stack)
                 run.twin_lag_s, run.twin_cpu_s = after.since(twins[0])
                 run.twin_lag_by_twin_s = after.lag_by_twin_since(twins[0])
+                run.twin_busy_s = after.busy_since(twins[0])
             run.front_end = front_end.per_query(cpu[0] if cpu else None, cpu_after, len(workload.questions),
                                                 in_process_encoders=_in_process_encoders(stack),
                                                 app_loop_busy_s=_app_loop_busy(driver, system, config.mode))

@@ -82,5 +82,6 @@ def summarize(run: SystemRun, reference: SystemRun | None) -> dict[str, Any]:
         "twin_lag_s": run.twin_lag_s,
         "twin_lag_by_twin_s": run.twin_lag_by_twin_s,
         "twin_cpu_s": run.twin_cpu_s,
+        "twin_busy_s": run.twin_busy_s,
         **({} if run.spans is None else {"timeline": {"nodes": span_timeline.by_node(run.spans), "spans": run.spans}}),
     }

@@ -66,6 +66,7 @@ class SystemRun:
     twin_lag_s: float | None = None  # on twins: how far they fell behind their model during this run (twin_run.py)
     twin_lag_by_twin_s: dict[str, float] | None = None  # the same lag, each twin's own ("llm", "embed", "rerank")
     twin_cpu_s: float | None = None  # on twins: the CPU their process spent during this run (twin_run.py)
+    twin_busy_s: dict[str, float] | None = None  # on twins: each one's modelled busy seconds in this run, and "llm_steps"
     spans: list[dict[str, Any]] | None = None  # accel's primitive spans in the window, where asked (span_timeline.py)
 
     @property

@@ -338,6 +338,35 @@ def twin_cpu_line(report: dict[str, Any]) -> str | None:
     return f"the twins' own CPU ms/query, on this machine beside the app: {shown}"
 
 
+def llm_busy_share(system: dict[str, Any] | None) -> float | None:
+    """The LLM twin's modelled busy time over a system's run (its report's `twin_busy_s`): near
+    1, the run left the engine no idle time and its steps decide it."""
+    busy, span = ((system or {}).get("twin_busy_s") or {}).get("llm"), (system or {}).get("makespan_s")
+    return busy / span if busy is not None and span else None
+
+
+def twin_busy_line(report: dict[str, Any]) -> str | None:
+    """Each twin's modelled busy time under each system, and its share of the system's run (the
+    makespan; a Poisson run's whole span): what the run left the engine idle is time it waited
+    on the front end or on another engine. None: not a run on twins, or twins without the
+    counter."""
+    busy = {name: (s.get("twin_busy_s") or {}, s.get("makespan_s")) for name, s in report["systems"].items()}
+    busy = {name: (b, span) for name, (b, span) in busy.items() if b and span}
+    if not busy:
+        return None
+    short = labels(list(busy))
+    engines = [twin for twin in ("llm", "embed", "rerank") if any(twin in b for b, _ in busy.values())]
+
+    def one(name: str, twin: str) -> str:
+        spent, span = busy[name]
+        steps = f", {spent['llm_steps']:.0f} steps" if twin == "llm" and "llm_steps" in spent else ""
+        return f"{short[name]} {spent[twin]:.2f} ({spent[twin] / span:.0%}{steps})"
+
+    shown = "; ".join(f"{twin.upper() if twin == 'llm' else twin} " + ", ".join(one(name, twin) for name in busy if twin in busy[name][0])
+                      for twin in engines)
+    return f"the twins' modelled busy s (share of the run): {shown}"
+
+
 def render(report: dict[str, Any], width: int = 80) -> str:
     """Verdict, a context line, the table, the bound, the legend: every line at most `width`."""
     machine = report["machine"]
@@ -359,6 +388,8 @@ def render(report: dict[str, Any], width: int = 80) -> str:
     if line := index_line(report):
         parts.append(_wrap(line, width))
     if line := twin_cpu_line(report):
+        parts.append(_wrap(line, width))
+    if line := twin_busy_line(report):
         parts.append(_wrap(line, width))
     failures = [f"{name}: {s['failed_queries']} failed queries, first: {s['errors'][0]}"
                 for name, s in report["systems"].items() if s["failed_queries"]]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -21,7 +21,13 @@ from .runner import SystemRun
 
 log = logging.getLogger("accel.benchmarks.twin_run")
 
-_LAG = re.compile(r"^twin:lag_seconds_total(?:\{[^}]*\})?\s+([0-9.eE+-]+)$", re.MULTILINE)
+def _metric(name: str) -> re.Pattern[str]:
+    return re.compile(rf"^{name}(?:\{{[^}}]*\}})?\s+([0-9.eE+-]+)$", re.MULTILINE)
+
+
+_LAG = _metric("twin:lag_seconds_total")
+_BUSY = _metric("twin:simulated_seconds_total")
+_STEPS = _metric("twin:steps_total")
 _CPU = re.compile(r"^process_cpu_seconds_total\s+([0-9.eE+-]+)$", re.MULTILINE)
 
 
@@ -34,6 +40,10 @@ class Reading:
     """Each twin's own lag ("llm", "embed", "rerank"): which one fell behind. Under a stock
     LlamaIndex batch it was the embedding twin's, not the LLM's (2026-12-06)."""
     cpu_s: float | None
+    busy_by_twin: dict[str, float] = field(default_factory=dict)
+    """Each twin's modelled busy time so far (`twin:simulated_seconds_total`: the LLM's steps,
+    an encoder device's calls), idle time excluded."""
+    llm_steps: float | None = None
 
     @property
     def lag_s(self) -> float | None:
@@ -53,12 +63,24 @@ class Reading:
         return {twin: self.lag_by_twin[twin] - before.lag_by_twin[twin] for twin in sorted(both)} or None
 
 
+    def busy_since(self, before: Reading) -> dict[str, float] | None:
+        """Each twin's modelled busy seconds between `before` and this reading, and the LLM
+        twin's steps (`llm_steps`); None where no twin reported them both times."""
+        both = self.busy_by_twin.keys() & before.busy_by_twin.keys()
+        busy = {twin: self.busy_by_twin[twin] - before.busy_by_twin[twin] for twin in sorted(both)}
+        if self.llm_steps is not None and before.llm_steps is not None:
+            busy["llm_steps"] = self.llm_steps - before.llm_steps
+        return busy or None
+
+
 def read(stack: Any) -> Reading:
     """Each twin's `/metrics`, fetched once. The CPU is the LLM twin's `process_cpu_seconds_total`:
     `accel up --twin` serves the encoder twins from the same process, so that one reading holds
     all three. The twins model GPU servers, yet their own work (tokenising prompts, writing
     answers) runs on this machine's cores beside the app; a run's share says how much."""
     by_twin: dict[str, float] = {}
+    busy: dict[str, float] = {}
+    steps = None
     cpu = None
     llm = stack.openai_base_url
     urls = {"llm": llm, "embed": getattr(stack, "embed_base_url", None), "rerank": getattr(stack, "rerank_base_url", None)}
@@ -71,9 +93,13 @@ def read(stack: Any) -> Reading:
             continue
         if values := [float(v) for v in _LAG.findall(text)]:
             by_twin[twin] = sum(values)
+        if spent := [float(v) for v in _BUSY.findall(text)]:
+            busy[twin] = sum(spent)
+        if twin == "llm" and (counted := [float(v) for v in _STEPS.findall(text)]):
+            steps = sum(counted)
         if url == llm and values and (found := _CPU.search(text)):  # a real server's process is not the twins'
             cpu = float(found.group(1))
-    return Reading(by_twin, cpu)
+    return Reading(by_twin, cpu, busy, steps)
 
 
 def lag_s(stack: Any) -> float | None:

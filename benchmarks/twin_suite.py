@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .summary import front_end_cpu_ms, headline, twin_cpu_ms
+from .summary import front_end_cpu_ms, headline, llm_busy_share, twin_cpu_ms
 
 log = logging.getLogger("accel.benchmarks.twin_suite")
 
@@ -84,6 +84,8 @@ def row(report: dict[str, Any]) -> dict[str, Any]:
             "accel_cpu_ms": front_end_cpu_ms(systems.get("accel-topology")),
             "stock_twin_cpu_ms": twin_cpu_ms(systems.get(better) if better else None, report["config"]["queries"]),
             "accel_twin_cpu_ms": twin_cpu_ms(systems.get("accel-topology"), report["config"]["queries"]),
+            "stock_llm_busy": llm_busy_share(systems.get(better) if better else None),
+            "accel_llm_busy": llm_busy_share(systems.get("accel-topology")),
             "host_ms": ((report.get("machine") or {}).get("host_speed") or {}).get("cpu_ms")}
 
 
@@ -94,16 +96,17 @@ def markdown(rows: list[dict[str, Any]], label: str, validated: bool) -> str:
     head = [] if validated else ["**NOT VALIDATED: validation check 1 has not passed; these numbers may not be reported.**", ""]
     lines = head + [f"Every number below is **{label}**. The host probe: `benchmarks/host_speed.py`'s fixed "
                     "piece of front-end work, its CPU milliseconds (the mean of before and after the run); more "
-                    "is a slower host.", "",
+                    "is a slower host. LLM busy: the LLM twin's modelled busy time over the system's run (`twin_busy_s`).", "",
                     "| example | framework | mode | queries | better stock | stock s | accel s | speed-up | bound s "
-                    "| accel / bound | equal | twin lag s: run (stock / accel) | host probe ms |",
-                    "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                    "| accel / bound | equal | twin lag s: run (stock / accel) | LLM busy (stock / accel) | host probe ms |",
+                    "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(f"| {r['example']} | {r['framework']} | {r['mode']} | {r['queries']} | {r['better_stock'] or 'n/a'} "
                      f"| {num(r['stock_s'], '{:.2f}')} | {num(r['accel_s'], '{:.2f}')} | {num(r['speedup'], '{:.2f}x')} "
                      f"| {num(r['bound_s'], '{:.2f}')} | {num(r['accel_over_bound'], '{:.2f}')} "
                      f"| {num(r['equal'], '{:.0%}')} | {num(r['twin_lag_s'], '{:.2f}')} "
                      f"({num(r['stock_lag_s'], '{:.2f}')} / {num(r['accel_lag_s'], '{:.2f}')}) "
+                     f"| {num(r.get('stock_llm_busy'), '{:.0%}')} / {num(r.get('accel_llm_busy'), '{:.0%}')} "
                      f"| {num(r['host_ms'], '{:.1f}')} |")
     return "\n".join(lines) + "\n"
 

@@ -54,6 +54,8 @@ class TwinEngine:
         """Wall time the twin fell behind its model (its own work longer than a step): a number
         measured on a twin is only as good as this is small."""
         self.simulated_s = 0.0
+        """Modelled time the engine spent running steps: its busy time, idle time excluded."""
+        self.steps = 0
         self.absorbed_s = 0.0
         """Of `simulated_s`, the twin's own work between burned steps, counted inside them."""
         self.slow_factor = 1.0
@@ -124,6 +126,7 @@ class TwinEngine:
                 await self._wake.wait()
                 continue
             await self._take(self.step_s(step))
+            self.steps += 1
             for seq, token in self.scheduler.finish(step):
                 queue = self._queues.get(seq)
                 if queue is not None:

@@ -321,6 +321,7 @@ class TwinLLMServer:
             f'num_gpu_blocks="{config.num_gpu_blocks}"}} 1.0',
             f"twin:simulated_seconds_total{{{labels}}} {self.engine.simulated_s}",
             f"twin:lag_seconds_total{{{labels}}} {self.engine.lag_s}",
+            f"twin:steps_total{{{labels}}} {float(self.engine.steps)}",
             f"process_cpu_seconds_total {time.process_time()}",  # as prometheus_client's, which vLLM's /metrics has
         ]
         return PlainTextResponse("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4")

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from accel.benchmarks import front_end
-from accel.benchmarks.summary import front_end_line, twin_cpu_line
+from accel.benchmarks.summary import front_end_line, twin_busy_line, twin_cpu_line
 
 
 def _spin_until(cpu_s: float) -> None:
@@ -146,3 +146,16 @@ def test_time_in_the_loops_selector_is_counted_as_waiting_on_a_virtual_clock() -
     assert "select" not in vars(loop._selector)
     with _waiting(SimpleNamespace()) as none:  # type: ignore[arg-type] - not a selector loop
         assert none() == 0.0
+
+
+def test_the_twins_busy_line_gives_each_engines_share_of_each_systems_run() -> None:
+    report = {"config": {"queries": 32}, "systems": {
+        "stock-concurrent": {"makespan_s": 2.0, "twin_busy_s": {"llm": 1.5, "embed": 0.2, "rerank": 0.1, "llm_steps": 130.0}},
+        "accel-topology": {"makespan_s": 1.6, "twin_busy_s": {"llm": 1.44, "embed": 0.04, "rerank": 0.08, "llm_steps": 120.0}},
+        "llamadistpc": {"makespan_s": 1.9, "twin_busy_s": None}}}
+    line = twin_busy_line(report)
+    assert line is not None
+    assert "LLM stock-conc 1.50 (75%, 130 steps), accel 1.44 (90%, 120 steps)" in line
+    assert "embed stock-conc 0.20 (10%), accel 0.04 (2%)" in line and "rerank stock-conc 0.10 (5%)" in line
+    assert "llamadistpc" not in line
+    assert twin_busy_line({"config": {"queries": 32}, "systems": {"x": {"makespan_s": 1.0, "twin_busy_s": None}}}) is None

@@ -52,6 +52,12 @@ def test_a_twin_run_is_labelled_simulated_and_answers_as_stock(twin_stack: Stack
     spent = [report["systems"][name]["twin_cpu_s"] for name in ("stock-sequential", "accel-topology")]
     assert all(cpu is not None and cpu > 0 for cpu in spent), spent  # the twins tokenised and answered every request
     assert "the twins' own CPU ms/query" in render(report)
+    for name in ("stock-sequential", "accel-topology"):  # the modelled engines' busy time in each run
+        busy, span = report["systems"][name]["twin_busy_s"], report["systems"][name]["makespan_s"]
+        assert set(busy) == {"llm", "embed", "rerank", "llm_steps"}, busy
+        assert 0 < busy["llm"] <= span and busy["llm_steps"] >= 4 * 4  # at least a step per call
+        assert 0 < busy["embed"] < span and 0 < busy["rerank"] < span
+    assert "the twins' modelled busy s (share of the run): LLM " in render(report)
     assert report["verdict"].startswith("SIMULATED (simulated from measured H100 curves, twin h100-8b")
     assert report["engines"]["embed_server"] == twin_stack.embed_base_url
     assert report["engines"]["rerank_server"] == twin_stack.rerank_base_url

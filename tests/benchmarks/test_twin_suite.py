@@ -31,6 +31,9 @@ def test_accel_is_compared_with_the_better_stock_and_the_bound() -> None:
     assert (alone["better_stock"], alone["stock_s"], alone["speedup"]) == ("stock-sequential", 20.0, 4.0)
     assert r["accel_over_bound"] == 5.0 / 4.5 and r["twin_lag_s"] == 0.12
     assert (r["stock_lag_s"], r["accel_lag_s"]) == (0.05, 0.01)  # each system's own lag, the better stock's
+    assert (r["stock_llm_busy"], r["accel_llm_busy"]) == (None, None)  # no twin_busy_s in these reports
+    r["stock_llm_busy"], r["accel_llm_busy"] = 0.8, 0.99
+    assert "| 80% / 99% |" in markdown([r], "simulated from measured H100 curves", validated=True)
     poisson = row(report("poisson", 3.0, 2.0, 1.0, {"value_s": 0.9, "established": False}))
     assert poisson["speedup"] == 2.0 and poisson["bound_s"] is None  # an unestablished bound is no bound
 

@@ -51,3 +51,21 @@ async def test_work_longer_than_a_step_is_counted_as_lag() -> None:
     engine = await _generate(clock, 20)
     assert engine.lag_s > 0.5  # ~40 ms behind per step
     assert clock.time > engine.simulated_s + 0.5
+
+
+
+async def test_busy_time_and_steps_count_the_steps_run_never_the_idle_time() -> None:
+    # what a run's `twin:simulated_seconds_total` and `twin:steps_total` deltas say: how long the
+    # modelled engine ran steps (a prompt's prefill and first token in one, then one per token)
+    clock = WorkingClock(work_s=0.0)
+    engine = TwinEngine(PROFILE.llm, PROFILE.llm_config, sleep=clock.sleep, clock=clock.now)
+    for rid, tokens in (("a", 20), ("b", 5)):
+        queue = engine.submit(Seq(rid, list(range(1, 40)), tokens, OutputPlan([1], {"ignore_eos": True}, [5], None)))
+        received = [await queue.get() for _ in range(tokens)]
+        assert all(isinstance(item, Token) for item in received)
+        clock.time += 5.0  # then the engine idles: it waits for a request, no step runs
+    await engine.close()
+    assert engine.steps == 25
+    assert engine.simulated_s == pytest.approx(sum(clock.waits), abs=1e-9)
+    assert clock.time == pytest.approx(engine.simulated_s + 10.0)  # the idle 10 s not counted
+    assert 25 * PROFILE.llm.floor_s <= engine.simulated_s < 0.5  # ~10 ms a step
