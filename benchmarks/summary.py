@@ -362,8 +362,10 @@ def twin_busy_line(report: dict[str, Any]) -> str | None:
         steps = f", {spent['llm_steps']:.0f} steps" if twin == "llm" and "llm_steps" in spent else ""
         return f"{short[name]} {spent[twin]:.2f} ({spent[twin] / span:.0%}{steps})"
 
-    shown = "; ".join(f"{twin.upper() if twin == 'llm' else twin} " + ", ".join(one(name, twin) for name in busy if twin in busy[name][0])
-                      for twin in engines)
+    def engine(twin: str) -> str:
+        return ("LLM " if twin == "llm" else f"{twin} ") + ", ".join(one(name, twin) for name in busy if twin in busy[name][0])
+
+    shown = "; ".join(engine(twin) for twin in engines)
     return f"the twins' modelled busy s (share of the run): {shown}"
 
 

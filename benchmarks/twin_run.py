@@ -21,6 +21,7 @@ from .runner import SystemRun
 
 log = logging.getLogger("accel.benchmarks.twin_run")
 
+
 def _metric(name: str) -> re.Pattern[str]:
     return re.compile(rf"^{name}(?:\{{[^}}]*\}})?\s+([0-9.eE+-]+)$", re.MULTILINE)
 
@@ -61,7 +62,6 @@ class Reading:
         """Each twin's lag between `before` and this reading (None: no twin read both times)."""
         both = self.lag_by_twin.keys() & before.lag_by_twin.keys()
         return {twin: self.lag_by_twin[twin] - before.lag_by_twin[twin] for twin in sorted(both)} or None
-
 
     def busy_since(self, before: Reading) -> dict[str, float] | None:
         """Each twin's modelled busy seconds between `before` and this reading, and the LLM
