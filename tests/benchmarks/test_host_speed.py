@@ -4,7 +4,7 @@ thread's CPU time, carried in every bench report and quoted beside the twins' go
 from __future__ import annotations
 
 import gc
-import time
+import threading
 
 import pytest
 
@@ -39,10 +39,15 @@ def test_the_collector_is_held_off_only_while_the_work_is_timed(monkeypatch: pyt
 
 
 def test_the_probe_counts_cpu_time_not_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A probe that waits (a machine whose other processes hold the cores between its slices
-    makes it wait) reads only what it computed. The sleep is the waiting under test, not a
-    wait for something: busy cores lengthen it in wall time, never in the thread's CPU time."""
-    monkeypatch.setattr(host_speed, "work", lambda: time.sleep(0.1))
+    """A probe that waits while others compute (a machine whose other processes hold the cores
+    between its slices makes it wait) reads only what it computed itself: here its work waits
+    on an event that another thread sets once it has burned far more CPU than the bound below."""
+    def wait_for_another_threads_work() -> None:
+        done = threading.Event()
+        threading.Thread(target=lambda: (sum(range(10_000_000)), done.set())).start()
+        done.wait()
+
+    monkeypatch.setattr(host_speed, "work", wait_for_another_threads_work)
     assert host_speed.probe(repeats=2, fresh=False)["most_ms"] < 50
 
 
