@@ -338,10 +338,10 @@ def twin_cpu_line(report: dict[str, Any]) -> str | None:
     return f"the twins' own CPU ms/query, on this machine beside the app: {shown}"
 
 
-def llm_busy_share(system: dict[str, Any] | None) -> float | None:
-    """The LLM twin's modelled busy time over a system's run (its report's `twin_busy_s`): near
-    1, the run left the engine no idle time and its steps decide it."""
-    busy, span = ((system or {}).get("twin_busy_s") or {}).get("llm"), (system or {}).get("makespan_s")
+def twin_busy_share(system: dict[str, Any] | None, twin: str = "llm") -> float | None:
+    """A twin's (the LLM's by default) modelled busy time over a system's run (its report's
+    `twin_busy_s`): near 1, the run left that engine no idle time and its own work decides it."""
+    busy, span = ((system or {}).get("twin_busy_s") or {}).get(twin), (system or {}).get("makespan_s")
     return busy / span if busy is not None and span else None
 
 
@@ -350,20 +350,20 @@ def twin_busy_line(report: dict[str, Any]) -> str | None:
     makespan; a Poisson run's whole span): what the run left the engine idle is time it waited
     on the front end or on another engine. None: not a run on twins, or twins without the
     counter."""
-    busy = {name: (s.get("twin_busy_s") or {}, s.get("makespan_s")) for name, s in report["systems"].items()}
-    busy = {name: (b, span) for name, (b, span) in busy.items() if b and span}
-    if not busy:
+    systems = {name: s for name, s in report["systems"].items() if s.get("twin_busy_s") and s.get("makespan_s")}
+    if not systems:
         return None
-    short = labels(list(busy))
-    engines = [twin for twin in ("llm", "embed", "rerank") if any(twin in b for b, _ in busy.values())]
+    short = labels(list(systems))
+    engines = [twin for twin in ("llm", "embed", "rerank") if any(twin in s["twin_busy_s"] for s in systems.values())]
 
     def one(name: str, twin: str) -> str:
-        spent, span = busy[name]
+        spent = systems[name]["twin_busy_s"]
         steps = f", {spent['llm_steps']:.0f} steps" if twin == "llm" and "llm_steps" in spent else ""
-        return f"{short[name]} {spent[twin]:.2f} ({spent[twin] / span:.0%}{steps})"
+        return f"{short[name]} {spent[twin]:.2f} ({twin_busy_share(systems[name], twin):.0%}{steps})"
 
     def engine(twin: str) -> str:
-        return ("LLM " if twin == "llm" else f"{twin} ") + ", ".join(one(name, twin) for name in busy if twin in busy[name][0])
+        return ("LLM " if twin == "llm" else f"{twin} ") + ", ".join(
+            one(name, twin) for name, s in systems.items() if twin in s["twin_busy_s"])
 
     shown = "; ".join(engine(twin) for twin in engines)
     return f"the twins' modelled busy s (share of the run): {shown}"

@@ -60,17 +60,20 @@ class Reading:
 
     def lag_by_twin_since(self, before: Reading) -> dict[str, float] | None:
         """Each twin's lag between `before` and this reading (None: no twin read both times)."""
-        both = self.lag_by_twin.keys() & before.lag_by_twin.keys()
-        return {twin: self.lag_by_twin[twin] - before.lag_by_twin[twin] for twin in sorted(both)} or None
+        return _per_twin_since(self.lag_by_twin, before.lag_by_twin) or None
 
     def busy_since(self, before: Reading) -> dict[str, float] | None:
         """Each twin's modelled busy seconds between `before` and this reading, and the LLM
         twin's steps (`llm_steps`); None where no twin reported them both times."""
-        both = self.busy_by_twin.keys() & before.busy_by_twin.keys()
-        busy = {twin: self.busy_by_twin[twin] - before.busy_by_twin[twin] for twin in sorted(both)}
+        busy = _per_twin_since(self.busy_by_twin, before.busy_by_twin)
         if self.llm_steps is not None and before.llm_steps is not None:
             busy["llm_steps"] = self.llm_steps - before.llm_steps
         return busy or None
+
+
+def _per_twin_since(now: dict[str, float], then: dict[str, float]) -> dict[str, float]:
+    """A per-twin counter's growth between two readings, for the twins both hold."""
+    return {twin: now[twin] - then[twin] for twin in sorted(now.keys() & then.keys())}
 
 
 def read(stack: Any) -> Reading:
