@@ -30,7 +30,8 @@ A node's `schedule` (`accel.ir.schedule.Schedule`, written by the passes) select
   `GatherOp("flatten")` turns a list of slices back into the unsplit value.
 - A consumer with `schedule.map_port = "<port>"` whose port reads a streaming node is dispatched
   once per item as items arrive, with that port's value being the item; its value is the list of
-  its per-item outputs in item order. If it also streams (`Streams.MAPPED`), each per-item output is
+  its per-item outputs in item order. A mapped local op that says it is `positional` (a prefix
+  window of a list, `accel.ir.getters`) also gets the element offset of its item. If it also streams (`Streams.MAPPED`), each per-item output is
   forwarded as an item to its own mapped consumers (PartialDecode -> Embed -> Search pipelines
   item by item). Non-mapped consumers of a streaming node see the complete list of items once
   the stream ends.

@@ -22,7 +22,7 @@ from accel.ir.ops import DecodeOp, StreamDecodeOp
 from accel.ir.schedule import Streams
 from accel.passes.registry import PassContext
 from accel.ir.splitters import SPLITTERS
-from accel.passes.streams import pipeline_from, pipelinable
+from accel.passes.streams import feeds_engine, pipeline_from
 
 NAME = "decode_pipeline"
 
@@ -37,7 +37,7 @@ def decode_pipeline(graph: Graph, context: PassContext) -> Graph:
         if op is None:
             g.note(NAME, f"{node.name} not pipelined: splitter {split!r} unknown or not the op's parser")
             continue
-        if not any(pipelinable(g.node(c), p, node.name) for c, p in g.readers(node.name)):
+        if not feeds_engine(g, node.name):
             continue
         streaming = node.replace(kind=Kind.PARTIAL_DECODE, op=op, schedule=replace(node.schedule, streams=Streams.DECODE))
         g.replace(streaming)

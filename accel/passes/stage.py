@@ -27,7 +27,7 @@ from accel.ir.node import Derived, Node, Ref, Role
 from accel.ir.ops import GatherOp, SliceOp
 from accel.ir.schedule import Streams
 from accel.passes.registry import PassContext
-from accel.passes.streams import is_elementwise, pipeline_from, pipelinable
+from accel.passes.streams import feeds_engine, is_elementwise, pipeline_from, pipelinable
 
 NAME = "stage_decompose"
 
@@ -47,7 +47,7 @@ def stage_decompose(graph: Graph, context: PassContext) -> Graph:
         if limit < 1:
             g.note(NAME, f"ignored profile {limit} for engine {node.engine} (must be >= 1)")
             continue
-        if cls != "chunk" and not any(pipelinable(g.node(c), p, name) for c, p in g.readers(name)):
+        if cls != "chunk" and not feeds_engine(g, name):
             g.note(NAME, f"{name} left whole: no batchable consumer to pipeline with")
             continue
         size = node.attrs.get("size")
@@ -122,7 +122,7 @@ def _explicit_micro_batches(g: Graph, head: Node, limit: int, size: int) -> None
         i += 1
         for consumer, cport in g.readers(source):
             node = g.node(consumer)
-            if consumer in parts or not pipelinable(node, cport, source):
+            if consumer in parts or not (is_elementwise(node) and pipelinable(node, cport, source)):
                 continue
             parts[consumer] = []
             for j, src_part in enumerate(parts[source]):

@@ -1,10 +1,11 @@
 """Shared rewiring for pipelining passes: map consumers item by item, restore whole values.
 
 In accel's streaming contract (see `accel.ir.ops`) stream items are slices. A pipelinable
-consumer is an itemwise, elementwise engine node reading the streaming node's whole value on
-its batch port: its op is list-in/list-out, so it can run on each slice unchanged. Every node
-whose value became a list of slices gets a flattening Aggregate for its other readers, so they
-still see the value of the unsplit graph.
+consumer reads the streaming node's whole value on its batch port and can run on each slice:
+an itemwise, elementwise engine node (its op is list-in/list-out, unchanged on a slice), or a
+local positional op (a prefix window of the list, given each slice's offset), passed through
+only on the way to such an engine node. Every node whose value became a list of slices gets a
+flattening Aggregate for its other readers, so they still see the value of the unsplit graph.
 """
 
 from __future__ import annotations
@@ -23,13 +24,28 @@ def is_elementwise(node: Node) -> bool:
     return node.kind in ITEMWISE_KINDS and bool(getattr(node.op, "elementwise", False))
 
 
+def is_positional(node: Node) -> bool:
+    """A local op that runs on a slice at a known element offset (`accel.ir.getters`)."""
+    return node.kind is Kind.CALL and bool(getattr(node.op, "positional", False))
+
+
 def pipelinable(consumer: Node, port: str, source: str) -> bool:
     return (
-        is_elementwise(consumer)
+        (is_elementwise(consumer) or is_positional(consumer))
         and consumer.batch_port == port
         and consumer.inputs[port] == Ref(source)
         and consumer.map_port is None
     )
+
+
+def feeds_engine(g: Graph, source: str) -> bool:
+    """Some engine node would run item by item if `source` streamed: through positional local
+    ops to an elementwise engine consumer. A stream that reaches none only delays its readers."""
+    for consumer, port in g.readers(source):
+        node = g.node(consumer)
+        if pipelinable(node, port, source) and (is_elementwise(node) or feeds_engine(g, consumer)):
+            return True
+    return False
 
 
 def pipeline_from(g: Graph, head: str, pass_name: str) -> list[str]:
@@ -44,7 +60,7 @@ def pipeline_from(g: Graph, head: str, pass_name: str) -> list[str]:
         i += 1
         for consumer, port in g.readers(source):
             node = g.node(consumer)
-            if not pipelinable(node, port, source):
+            if not pipelinable(node, port, source) or (is_positional(node) and not feeds_engine(g, consumer)):
                 continue
             if node.schedule.micro_batch is not None:
                 g.note(pass_name, f"{consumer} now runs per item of {source} instead of in micro-batches")

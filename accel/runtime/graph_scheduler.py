@@ -28,6 +28,7 @@ from opentelemetry import trace
 
 from accel.engines.errors import EngineDied
 from accel.ir.expand import ExpandEachOp, Expansion, max_concurrency
+from accel.ir.getters import ITEM_OFFSET
 from accel.ir.kinds import Kind
 from accel.ir.node import Node
 from accel.ir.template import GraphInstance
@@ -372,19 +373,21 @@ class QueryRun:
         out = self.streams.get(i)
         done: dict[int, Any] = {}
 
-        async def one(k: int, item: Any) -> None:
+        async def one(k: int, item: Any, at: dict[str, int]) -> None:
             with primitive_span(self.tracer, self.parent, query_id=self.query_id, node=f"{node.name}[{k}]", kind=node.kind, engine=node.engine) as span:
-                done[k] = await self._compute(i, node, {**values, port: item if key is None else item[key]}, span)
+                done[k] = await self._compute(i, node, {**values, port: item if key is None else item[key], **at}, span)
             while out is not None and len(out.items) in done:
                 out.emit(done[len(out.items)])
 
-        count = 0
+        count = offset = 0
+        positional = getattr(node.op, "positional", False)
         scheduler = self.schedulers.get(node.engine) if node.engine else None
         async with asyncio.TaskGroup() as group:
             with scheduler.feeding() if scheduler is not None else contextlib.nullcontext():
                 async for item in source:
-                    group.create_task(one(count, item))
+                    group.create_task(one(count, item, {ITEM_OFFSET: offset} if positional else {}))
                     count += 1
+                    offset += len(item) if positional else 0
         if out is not None:
             out.close()
         self._finish(i, [done[k] for k in range(count)])

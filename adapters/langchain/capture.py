@@ -33,6 +33,7 @@ from accel.adapters.langchain.runs import RunKind, RunPlan, RunSpec
 from accel.adapters.langchain.structure import has_own_batch, is_plain_binding, unbind
 from accel.ir import GraphBuilder, Kind, Ref
 from accel.ir.expand import has_engine_work
+from accel.ir.getters import GetItemOp, getter_keys, prefix_window
 from accel.ir.graph import Graph
 from accel.ir.ops import GatherOp
 from accel.registry import TemplateCompiler
@@ -271,7 +272,7 @@ class Capture(ModelLowering):
 
             return lower_retriever(self, runnable, x)
         if isinstance(runnable, RunnableLambda):
-            raise Opaque("user code (RunnableLambda) runs as-is")
+            return self.window(runnable, x, tag)
         raise Opaque(f"{type(runnable).__name__} has no lowering; it runs as-is")
 
     def sequence(self, steps: list[Any], x: Ref) -> Ref:
@@ -335,6 +336,23 @@ class Capture(ModelLowering):
         self.note(runnable, True, "Expand: its runnable once per item of the input list, side by side")
         inputs = {"value": x, "config": self.config, "run": self.run, "runs": self.runs_in, "caller": self.caller}
         return self.add(Kind.EXPAND, "each", inputs=inputs, op=EachOp((template,), scope, spec=self._parent))
+
+    def window(self, runnable: Any, x: Ref, tag: str | None) -> Ref:
+        """`itemgetter(slice(a, b))`, a window counted from the front of a list, as a local op
+        with the lambda's own chain run; decode pipelining may run it on each item of a
+        streamed list (`accel.ir.getters`). Any other lambda is user code and runs as-is."""
+        from langchain_core.runnables import RunnableLambda
+
+        plain = type(runnable) is RunnableLambda and not hasattr(runnable, "afunc")
+        keys = getter_keys(getattr(runnable, "func", None)) if plain else None
+        window = prefix_window(keys) if keys is not None else None
+        if window is None or (runnable is self.first_step and x.node == self.input.node):
+            raise Opaque("user code (RunnableLambda) runs as-is")
+        op = GetItemOp(runnable.func, window)
+        spec = self.open_run("chain", runnable, x, tag)
+        out = self.add(Kind.CALL, "window", inputs={"value": x}, attrs={"batchable": True, "batch_port": "value"}, op=op)
+        self.note(runnable, True, f"{op.describe()} in place: a window of the list, item by item when the list streams")
+        return self.close_run(spec, out)
 
     def pick(self, runnable: Any, x: Ref) -> Ref:
         known = self._dicts.get(x.node, {})

@@ -114,6 +114,28 @@ def test_multi_query_retriever(vectorstore, chat_model, llm_proxy, questions) ->
     assert len(fast_run.llm) == 2
 
 
+def test_multi_query_with_a_window_of_the_generated_lines(vectorstore, chat_model, llm_proxy, questions) -> None:
+    """The query chain cut by `itemgetter(slice(0, 2))` (as the multi-query recipes keep the
+    first few lines): the window is lowered and the lines stream through it into Embed +
+    Search; outputs and every engine request as stock's, invoked and streamed; in a batch,
+    identical generated queries are embedded once (`share_requests`)."""
+    from langchain_classic.retrievers.multi_query import LineListOutputParser, MultiQueryRetriever
+
+    expand = PromptTemplate.from_template("Write three other phrasings of this question, one per line:\n{question}")
+    queries = expand | chat_model | LineListOutputParser() | itemgetter(slice(0, 2))
+    retriever = MultiQueryRetriever(retriever=vectorstore.as_retriever(search_kwargs={"k": 2}), llm_chain=queries, include_original=True)
+    chain = {"context": retriever | format_docs, "question": RunnablePassthrough()} | RAG_PROMPT | chat_model | StrOutputParser()
+    fast = accel.wrap(chain)
+    explained = fast.explain()
+    assert "a window of the list" in explained and "decodes as a stream of lines items" in explained, explained
+    assert_same(run(chain, questions[:3], llm_proxy), run(fast, questions[:3], llm_proxy))
+    # a stream's chunks split where the server's events do: compared joined, as in test_streaming
+    assert_same(run(chain, questions[:3], llm_proxy, mode="stream"), run(fast, questions[:3], llm_proxy, mode="stream"), output="".join)
+    stock, batched = run(chain, questions[:3], llm_proxy, mode="batch"), run(fast, questions[:3], llm_proxy, mode="batch")
+    assert batched.outputs == stock.outputs and batched.llm == stock.llm
+    assert sorted(set(batched.embedded)) == sorted(set(stock.embedded))
+
+
 def test_extra_body_fields_reach_the_server_as_top_level_fields(llm_proxy, questions) -> None:
     """`ChatOpenAI(extra_body=...)`: the openai SDK merges these into the request body (vLLM's
     own sampling options, e.g. top_k, repetition_penalty); accel must send them the same way."""

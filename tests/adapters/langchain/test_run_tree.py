@@ -11,6 +11,7 @@ executions (run ids, times, message ids, token usage, server details) and compar
 from __future__ import annotations
 
 import asyncio
+from operator import itemgetter
 from typing import Any
 
 import pytest
@@ -174,6 +175,22 @@ def test_compression_and_multi_query_retrievers_in_a_chain(vectorstore, reranker
         chain = {"context": retriever | format_docs, "question": RunnablePassthrough()} | RAG_PROMPT | chat_model | StrOutputParser()
         assert "Embed + Search" in accel.wrap(chain).explain()
         same_trace(chain, x=questions[2])
+
+
+def test_a_window_of_a_parsed_list_shows_its_lambda_run(vectorstore, chat_model, questions) -> None:
+    """`itemgetter(slice(0, 2))` after a list parser is lowered (and streamed into the
+    retriever), yet the trace shows the RunnableLambda's run with the whole list in and the
+    window out, for invoke and stream."""
+    from langchain_classic.retrievers.multi_query import LineListOutputParser, MultiQueryRetriever
+
+    expand = PromptTemplate.from_template("Write three other phrasings of this question, one per line:\n{question}")
+    queries = expand | chat_model | LineListOutputParser() | itemgetter(slice(0, 2))
+    retriever = MultiQueryRetriever(retriever=vectorstore.as_retriever(search_kwargs={"k": 2}), llm_chain=queries)
+    chain = {"context": retriever | format_docs, "question": RunnablePassthrough()} | RAG_PROMPT | chat_model | StrOutputParser()
+    assert "a window of the list" in accel.wrap(chain).explain()
+    stock, _ = same_trace(chain, x=questions[1])
+    assert ("RunnableLambda", "chain", ("seq:step:4",)) in [entry[1:] for entry in outline(trees(stock)[0])]
+    same_trace(chain, lambda runnable, config: "".join(runnable.stream(questions[2], config=config)))
 
 
 def test_astream_events_start_and_end_the_same_runs(chat_model, questions) -> None:

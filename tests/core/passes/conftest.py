@@ -23,6 +23,7 @@ from accel.ir import (
     Slot,
     Streams,
 )
+from accel.ir.getters import ITEM_OFFSET
 from accel.testing.templates import ModuleTemplate, refine
 
 
@@ -112,7 +113,8 @@ async def _node_value(node, values: dict[str, Any], engines: FakeEngines) -> Any
 
 async def interpret(graph: Graph, inputs: dict[str, Any], engines: FakeEngines) -> Any:
     """Run `graph` one node at a time in topological order, following the streaming contract:
-    a streaming node's value is its list of items; a mapped node runs once per item."""
+    a streaming node's value is its list of items; a mapped node runs once per item (a
+    positional op with the item's element offset)."""
     graph.validate()
     values: dict[str, Any] = {}
     for name in graph.topo_order():
@@ -122,8 +124,11 @@ async def interpret(graph: Graph, inputs: dict[str, Any], engines: FakeEngines) 
             continue
         resolved = {port: ref.resolve(values[ref.node]) for port, ref in node.inputs.items()}
         if node.map_port is not None:
+            items = resolved[node.map_port]
+            offsets = [sum(map(len, items[:k])) for k in range(len(items))]
+            at = (lambda k: {ITEM_OFFSET: offsets[k]}) if getattr(node.op, "positional", False) else (lambda k: {})
             values[name] = [
-                await _node_value(node, {**resolved, node.map_port: item}, engines) for item in resolved[node.map_port]
+                await _node_value(node, {**resolved, node.map_port: item, **at(k)}, engines) for k, item in enumerate(items)
             ]
         else:
             values[name] = await _node_value(node, resolved, engines)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 import pytest
 
 from accel.engines.base import Generation, GenerationChunk
 from accel.ir import CallOp, Graph, GraphBuilder, ItemsOp, Kind, PassError, Ref, Slot, StreamDecodeOp
+from accel.ir.getters import GetItemOp, getter_keys, prefix_window
 from accel.passes import PASSES, LLMInfo, PassContext, decode_pipeline, optimize, register_pass, unregister_pass
 
 
@@ -71,6 +74,50 @@ def test_decode_without_batchable_consumers_is_left_alone():
     b.output(b.llm("list", ["List: ", Slot("q")], {"q": q}, split="comma"))
     after = decode_pipeline(b.build(), PassContext())
     assert after.node("list.decode").kind is Kind.DECODE
+
+
+def expand_window_embed(window: slice) -> Graph:
+    """Query expansion cut by `itemgetter(window)` (as LangChain's multi-query recipes write
+    it), then embedded and scored."""
+    b = GraphBuilder()
+    q = b.input("question")
+    queries = b.llm("rewrite", ["Rewrite three ways: ", Slot("q")], {"q": q}, split="lines")
+    getter = itemgetter(window)
+    kept = b.add(Kind.CALL, "window", inputs={"value": queries}, attrs={"batchable": True, "batch_port": "value"},
+                 op=GetItemOp(getter, prefix_window(getter_keys(getter))))
+    vectors = b.add(Kind.EMBED, "embed", engine="embed", inputs={"texts": kept}, op=ItemsOp("texts"))
+    b.output(b.add(Kind.CALL, "both", inputs={"v": vectors, "kept": kept}, op=CallOp(lambda v, kept: (v, kept), blocking=False)))
+    return b.build()
+
+
+@pytest.mark.parametrize("window", [slice(0, 2), slice(1, None), slice(None, 1), slice(2, 9), slice(1, 1)])
+async def test_a_window_of_the_list_streams_its_kept_items(run, window):
+    before = expand_window_embed(window)
+    after = decode_pipeline(before, PassContext())
+    assert after.node("rewrite.decode").kind is Kind.PARTIAL_DECODE
+    assert after.node("window").map_port == "value" and after.node("window").streams
+    assert after.node("embed").map_port == "texts"
+    assert after.node("both").inputs["kept"] == Ref("window#agg")  # whole readers see the getter's value
+    for seed in range(4):  # different delta cuts
+        out_before, eng_before = await run(before, {"question": "why?"}, seed)
+        out_after, eng_after = await run(after, {"question": "why?"}, seed)
+        assert out_after == out_before
+        assert eng_after.requests == eng_before.requests
+    assert [line.split()[1] for line in out_after[1]] == ["0", "1", "2"][window]  # "variant <i> of ..."
+
+
+def test_a_window_counted_from_the_end_or_leading_nowhere_leaves_the_decode_whole():
+    for window in (slice(-2, None), slice(0, 3, 2)):
+        assert prefix_window(getter_keys(itemgetter(window))) is None
+        graph = expand_window_embed(window)
+        assert not graph.node("window").op.positional
+        assert decode_pipeline(graph, PassContext()).node("rewrite.decode").kind is Kind.DECODE
+    b = GraphBuilder()  # a window read only by local code: streaming would only delay it
+    q = b.input("q")
+    queries = b.llm("rewrite", ["Rewrite: ", Slot("q")], {"q": q}, split="lines")
+    b.output(b.add(Kind.CALL, "window", inputs={"value": queries}, attrs={"batchable": True, "batch_port": "value"},
+                   op=GetItemOp(itemgetter(slice(0, 2)), (0, 2))))
+    assert decode_pipeline(b.build(), PassContext()).node("rewrite.decode").kind is Kind.DECODE
 
 
 # ---- registry ----------------------------------------------------------------------------

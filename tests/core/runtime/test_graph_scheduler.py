@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 import threading
 from dataclasses import dataclass
+from operator import itemgetter
 
 import pytest
 
 from accel.engines.base import GenerationRequest
 from accel.engines.errors import EngineUnavailable
+from accel.ir.getters import GetItemOp
 from accel.ir import CallOp, GatherOp, GraphBuilder, ItemsOp, Kind, MissingInput, Schedule, Streams, Template
 from accel.runtime import EngineLimits
 from accel.testing.fakes import FakeEngine, FakeLLMEngine
@@ -108,6 +110,33 @@ def test_decode_items_pipeline_through_embed_and_search(virtual):
     assert [hit for hit, _ in out] == ["hit:v(alpha)", "hit:v(beta)", "hit:v(gamma)", "hit:v(delta)"]
     # the first word was searched long before the decode finished (4 tokens, 1 s apart)
     assert out[0][1] < 3.0 and out[-1][1] > out[0][1]
+
+
+def test_a_window_of_the_stream_passes_its_kept_items_on_before_the_decode_ends(virtual):
+    """`itemgetter(slice(1, 3))` mapped over a decode's words: the runtime hands it each item's
+    offset, so it keeps the second and third words, and the second is searched while the
+    decode still writes the rest."""
+    b = GraphBuilder()
+    x = b.input("x")
+    words = b.add(Kind.PARTIAL_DECODE, "expand", engine="llm", inputs={"x": x}, schedule=Schedule(streams=Streams.DECODE), op=WordsDecode())
+    kept = b.add(Kind.CALL, "window", inputs={"value": words}, schedule=Schedule(streams=Streams.MAPPED, map_port="value"),
+                 op=GetItemOp(itemgetter(slice(1, 3)), (1, 3)))
+    hits = b.add(Kind.SEARCH, "search", engine="search", inputs={"items": kept}, schedule=Schedule(map_port="items"), op=ItemsOp("items"))
+    whole = b.add(Kind.AGGREGATE, "kept", inputs={"kept": kept}, op=GatherOp("flatten"))
+    b.output(b.add(Kind.AGGREGATE, "both", inputs={"kept": whole, "hits": b.add(Kind.AGGREGATE, "flat", inputs={"hits": hits}, op=GatherOp("flatten"))},
+                   op=GatherOp("list")))
+    template = Template.from_graph(b.graph)
+
+    async def main():
+        llm = FakeLLMEngine(token_latency=1.0, reply=lambda r: "alpha beta gamma delta epsilon")
+        search = FakeEngine("search", latency=0.1, compute=stamped("hit"))
+        async with Runtime({"llm": llm, "search": search}) as rt:
+            return await rt.run(template, {"x": "q"})
+
+    kept_words, hits = virtual(main())
+    assert kept_words == ["beta", "gamma"]  # the stock getter's value on the whole list
+    assert [hit for hit, _ in hits] == ["hit:beta", "hit:gamma"]
+    assert hits[0][1] < 4.0  # searched before the decode's fifth token (5 tokens, 1 s apart)
 
 
 def test_micro_batches_reach_the_consumer_before_the_producer_ends(virtual):
