@@ -191,6 +191,9 @@ def test_a_window_of_a_parsed_list_shows_its_lambda_run(vectorstore, chat_model,
     stock, _ = same_trace(chain, x=questions[1])
     assert ("RunnableLambda", "chain", ("seq:step:4",)) in [entry[1:] for entry in outline(trees(stock)[0])]
     same_trace(chain, lambda runnable, config: "".join(runnable.stream(questions[2], config=config)))
+    # the window as the chain's last step, invoked and streamed (stock's lambda yields once)
+    same_trace(queries, x={"question": questions[0]})
+    same_trace(queries, lambda runnable, config: list(runnable.stream({"question": questions[0]}, config=config)))
 
 
 def test_astream_events_start_and_end_the_same_runs(chat_model, questions) -> None:
