@@ -26,7 +26,8 @@ from typing import Any
 
 from accel.adapters.common.classes import loaded_class
 from accel.adapters.common.rerank_ahead import RerankAheadOp, merged, missing, new_sheet
-from accel.adapters.langchain.ops import FnOp, top_n_by_score, unique_union
+from accel.adapters.langchain.ops import FnOp, top_n_by_score
+from accel.adapters.langchain.union import unique_union
 from accel.engines.catalogue import EngineSpec
 from accel.ir import Kind, Ref
 

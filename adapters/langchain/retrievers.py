@@ -22,7 +22,8 @@ from accel.adapters.common.bindings import EngineSpec
 from accel.adapters.common.classes import is_exactly, loaded_class
 from accel.adapters.common.explain import lost_lowering
 from accel.adapters.common.server_encoders import embed_params, openai_embed_engine
-from accel.adapters.langchain.ops import CompressOp, EmbedTextsOp, RerankOp, SearchOp, unique_union
+from accel.adapters.langchain.ops import CompressOp, EmbedTextsOp, RerankOp, SearchOp
+from accel.adapters.langchain.union import unique_union
 from accel.adapters.langchain.rerank_ahead import SheetedRerankOp, score_ahead, server_cross_encoder
 from accel.adapters.langchain.tables import pgvector_collection
 from accel.engines.base import TableLayout

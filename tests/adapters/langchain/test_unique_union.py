@@ -8,7 +8,7 @@ import random
 
 from langchain_core.documents import Document
 
-from accel.adapters.langchain.ops import unique_union
+from accel.adapters.langchain.union import unique_union
 
 
 class LooseDocument(Document):
