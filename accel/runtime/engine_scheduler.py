@@ -141,6 +141,15 @@ class EngineScheduler:
             raise
 
     async def stream(self, task: EngineTask) -> AsyncIterator[GenerationChunk]:
+        """`stream_unshared`, or within a batch call's share scope, the one stream of identical
+        deterministic requests (`sharing.ShareScope.stream`)."""
+        scope = current_scope()
+        source = scope.stream(self, task) if scope is not None else self.stream_unshared(task)
+        async with aclosing(source) as chunks:
+            async for chunk in chunks:
+                yield chunk
+
+    async def stream_unshared(self, task: EngineTask) -> AsyncIterator[GenerationChunk]:
         """Admit one LLM request in policy order, then stream it with `engine.stream`.
         Leaving early (cancel, error, break) aborts the request in the engine."""
         if not self._llm or len(task.requests) != 1:

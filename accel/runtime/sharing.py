@@ -20,9 +20,15 @@ the engine schedulers send each request with a content key (`request_key`) throu
   request; a query waiting for another request of the failed task runs that request alone
   (shared again), so one query's bad request never fails another's.
 
+A streamed LLM request (decode pipelining's PartialDecode) is shared the same way
+(`ShareScope.stream`): the first query asking for it streams it from the engine, and every
+query asking for the same key, while it streams or after, gets its chunks from the start, as
+they arrive; the final generation is each query's own copy. Streamed and plain requests are
+shared separately (their results arrive differently).
+
 Only deterministic requests have a key: greedy LLM decoding (temperature 0) or a fixed seed,
-embeddings, reranker pairs, vector and text searches. Streamed requests and anything of an
-unknown type run unshared. The scope counts what it shared per engine kind (`explain()`).
+embeddings, reranker pairs, vector and text searches. Anything of an unknown type runs
+unshared. The scope counts what it shared per engine kind (`explain()`).
 """
 
 from __future__ import annotations
@@ -35,11 +41,12 @@ import json
 import logging
 import threading
 from collections import Counter
-from collections.abc import Hashable, Iterator, MutableMapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Hashable, Iterator, MutableMapping
+from contextlib import aclosing
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from accel.engines.base import GenerationRequest, TextQuery, VectorQuery
+from accel.engines.base import GenerationChunk, GenerationRequest, TextQuery, VectorQuery
 from accel.engines.llm.api_call import APICall
 from accel.ir.marks import SHARE_REQUESTS as PASS  # the pass that switches sharing on for an app
 from accel.runtime.task import EngineTask
@@ -127,12 +134,41 @@ class _Group:
 
 
 @dataclass(eq=False)
+class _Stream:
+    """One shared streamed request: the chunks so far (kept for later queries), whether and how
+    it ended, and the job pumping it from the engine while anyone listens."""
+
+    job: asyncio.Task[None] | None = None
+    chunks: list[GenerationChunk] = field(default_factory=list)
+    ended: bool = False
+    error: BaseException | None = None
+    listeners: int = 0
+    _changed: asyncio.Future[None] | None = None
+
+    def push(self, chunk: GenerationChunk | None = None, error: BaseException | None = None) -> None:
+        if chunk is not None:
+            self.chunks.append(chunk)
+        else:
+            self.ended, self.error = True, error
+        changed, self._changed = self._changed, None
+        if changed is not None and not changed.done():
+            changed.set_result(None)
+
+    async def changed(self) -> None:
+        if self._changed is None:
+            self._changed = asyncio.get_running_loop().create_future()
+        await asyncio.shield(self._changed)
+
+
+@dataclass(eq=False)
 class ShareScope:
     """The shared requests of one batch call. Entries are touched only on the session loop;
     the counters are read from the caller's thread, under a lock."""
 
     entries: dict[tuple[str, Hashable], tuple[_Group, int]] = field(default_factory=dict)
     """Each key's group and its place in the group's results."""
+    streams: dict[tuple[str, Hashable], _Stream] = field(default_factory=dict)
+    """Each streamed request's key and its shared stream."""
     shared: Counter[str] = field(default_factory=Counter)
     """Requests served from another query's request, per engine kind."""
     computed: Counter[str] = field(default_factory=Counter)
@@ -195,6 +231,59 @@ class ShareScope:
                 value = outcome[at]
                 results.append(value if keys[i] is None else copy.deepcopy(value))
         return results
+
+    async def stream(self, scheduler: EngineScheduler, task: EngineTask) -> AsyncIterator[GenerationChunk]:
+        """`task`'s one streamed request, streamed from the engine once per scope: every query
+        asking for it gets its chunks from the first, the final generation its own copy. The
+        engine request stops (aborted) once no query listens and it has not ended."""
+        key = request_key(task.requests[0]) if len(task.requests) == 1 else None
+        if key is None:
+            async with aclosing(scheduler.stream_unshared(task)) as chunks:
+                async for chunk in chunks:
+                    yield chunk
+            return
+        kind = str(getattr(scheduler.engine, "kind", scheduler.name))
+        full = (scheduler.name, key)
+        shared = self.streams.get(full)
+        if shared is None:
+            shared = self.streams[full] = _Stream()
+            shared.job = asyncio.get_running_loop().create_task(self._pump(scheduler, task, shared), name=f"accel-shared-{task.node}")
+            self._count(self.computed, kind)
+        else:
+            self._count(self.shared, kind)
+        shared.listeners += 1
+        seen = 0
+        try:
+            while True:
+                if seen < len(shared.chunks):
+                    chunk = shared.chunks[seen]
+                    seen += 1
+                    yield chunk if chunk.generation is None else replace(chunk, generation=copy.deepcopy(chunk.generation))
+                elif shared.ended:
+                    if shared.error is not None:
+                        raise shared.error
+                    return
+                else:
+                    await shared.changed()
+        finally:
+            shared.listeners -= 1
+            if shared.listeners == 0 and not shared.ended and shared.job is not None:
+                shared.job.cancel()  # nobody listens any more: abort the engine request,
+                if self.streams.get(full) is shared:  # and a later query streams it anew
+                    del self.streams[full]
+
+    @staticmethod
+    async def _pump(scheduler: EngineScheduler, task: EngineTask, shared: _Stream) -> None:
+        try:
+            async with aclosing(scheduler.stream_unshared(task)) as chunks:
+                async for chunk in chunks:
+                    shared.push(chunk)
+        except BaseException as err:  # noqa: BLE001 - every listener re-raises it
+            shared.push(error=err)
+            if isinstance(err, asyncio.CancelledError):
+                raise
+        else:
+            shared.push()
 
     async def _wait(self, group: _Group) -> list[Any]:
         group.waiters += 1

@@ -88,6 +88,6 @@ def test_a_twin_run_is_labelled_simulated_and_answers_as_stock(twin_stack: Stack
     timeline = report["systems"]["accel-topology"]["timeline"]
     queries = [r for r in timeline["spans"] if r["node"] == "accel.query"]
     assert len(queries) == 4 and all(0 <= r["start_s"] <= r["end_s"] for r in queries)
-    assert any(r["engine"] is not None and r["name"] == "accel.Decode" for r in timeline["spans"])
+    assert any(r["engine"] is not None and r["name"] in ("accel.Decode", "accel.PartialDecode") for r in timeline["spans"])
     assert sum(n["spans"] for n in timeline["nodes"]) == len(timeline["spans"])
     assert "timeline" not in report["systems"]["stock-sequential"]

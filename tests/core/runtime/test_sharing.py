@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from accel.engines.base import GenerationRequest, SamplingParams, VectorQuery
-from accel.engines.errors import InvalidRequest
+from accel.engines.errors import EngineDied, InvalidRequest
 from accel.engines.llm.api_call import APICall
 from accel.runtime.engine_scheduler import EngineScheduler
 from accel.testing.fakes import FakeEngine, FakeLLMEngine
@@ -198,3 +198,83 @@ async def test_submit_uses_the_scope_of_the_calling_context() -> None:
         await sched.submit(task("q2", ["a"]))  # outside the scope: sent again
     assert results == [["A"], ["A"]] and scope.shared["embed"] == 1
     assert sum(len(b) for b in engine.batches) == 2
+
+
+async def collect(stream) -> list:
+    return [chunk async for chunk in stream]
+
+
+def text_of(chunks: list) -> str:
+    return "".join(chunk.delta for chunk in chunks)
+
+
+async def test_identical_streamed_requests_of_a_batch_stream_once_and_each_query_gets_every_chunk() -> None:
+    """Decode pipelining streams a query expansion; a batch repeating the question streams it
+    from the engine once, and every query (while it streams, or after it ended) gets it whole."""
+    llm = FakeLLMEngine(token_latency=0.001, reply=lambda r: "alpha beta gamma")
+    greedy = SamplingParams(temperature=0.0)
+    scope = ShareScope()
+    async with EngineScheduler("llm", llm) as sched:
+        def streamed(q: str, prompt: str):
+            return scope.stream(sched, task(q, [GenerationRequest(prompt=prompt, params=greedy)]))
+
+        a, b, other = await asyncio.gather(collect(streamed("q0", "p")), collect(streamed("q1", "p")), collect(streamed("q2", "o")))
+        later = await collect(streamed("q3", "p"))  # after it ended: replayed from the scope
+        sampled = await collect(scope.stream(sched, task("q4", [GenerationRequest(prompt="p", params=SamplingParams(temperature=0.7))])))
+    assert [text_of(c) for c in (a, b, other, later, sampled)] == ["alpha beta gamma"] * 5
+    assert len(a) == len(b) == len(later) > 2  # chunk by chunk, as the engine streamed them
+    assert [r.prompt for r in llm.requests] == ["p", "o", "p"]  # the sampled one is never shared
+    assert scope.shared["llm"] == 2 and scope.computed["llm"] == 2
+    assert a[-1].generation is not b[-1].generation and a[-1].generation == b[-1].generation  # each its own copy
+
+
+async def test_a_shared_stream_stops_only_when_nobody_listens() -> None:
+    llm = FakeLLMEngine(token_latency=0.05, reply=lambda r: "one two three four five six")
+    scope = ShareScope()
+    request = GenerationRequest(prompt="p", params=SamplingParams(temperature=0.0))
+    async with EngineScheduler("llm", llm) as sched:
+        first = asyncio.create_task(collect(scope.stream(sched, task("q0", [request]))))
+        second = asyncio.create_task(collect(scope.stream(sched, task("q1", [request]))))
+        while not llm.active:
+            await asyncio.sleep(0)
+        first.cancel()
+        await asyncio.gather(first, return_exceptions=True)
+        assert text_of(await second) == "one two three four five six" and not llm.stopped
+        lonely = asyncio.create_task(collect(scope.stream(sched, task("q2", [GenerationRequest(prompt="y", params=request.params)]))))
+        while not llm.active:
+            await asyncio.sleep(0)
+        lonely.cancel()
+        await asyncio.gather(lonely, return_exceptions=True)
+        while len(llm.stopped) < 1:
+            await asyncio.sleep(0)
+        again = await collect(scope.stream(sched, task("q3", [GenerationRequest(prompt="y", params=request.params)])))
+    assert len(llm.stopped) == 1 and len(llm.aborted) >= 1  # 'y' had no other listener: its request was aborted
+    assert text_of(again) == "one two three four five six"  # and a later query streamed it anew
+    assert [r.prompt for r in llm.requests] == ["p", "y", "y"]
+
+
+async def test_a_failing_shared_stream_fails_every_query_listening() -> None:
+    def dies(request: GenerationRequest) -> str:
+        raise EngineDied("llm", "the server went away", "restart it")
+
+    llm = FakeLLMEngine(reply=dies)
+    request = GenerationRequest(prompt="p", params=SamplingParams(temperature=0.0))
+    scope = ShareScope()
+    async with EngineScheduler("llm", llm) as sched:
+        outcomes = await asyncio.gather(collect(scope.stream(sched, task("q0", [request]))),
+                                        collect(scope.stream(sched, task("q1", [request]))), return_exceptions=True)
+        with pytest.raises(InvalidRequest):  # a streamed node sends exactly one request
+            await collect(scope.stream(sched, task("q2", [request, request])))
+    assert [type(o) for o in outcomes] == [EngineDied, EngineDied]
+    assert len(llm.requests) == 1
+
+
+async def test_stream_uses_the_scope_of_the_calling_context() -> None:
+    llm = FakeLLMEngine(reply=lambda r: "a b")
+    request = GenerationRequest(prompt="p", params=SamplingParams(temperature=0.0))
+    async with EngineScheduler("llm", llm) as sched:
+        with batch_scope() as scope:
+            inside = await asyncio.gather(collect(sched.stream(task("q0", [request]))), collect(sched.stream(task("q1", [request]))))
+        outside = await collect(sched.stream(task("q2", [request])))
+    assert [text_of(c) for c in (*inside, outside)] == ["a b"] * 3
+    assert scope.shared["llm"] == 1 and len(llm.requests) == 2
