@@ -228,27 +228,35 @@ async def test_identical_streamed_requests_of_a_batch_stream_once_and_each_query
     assert a[-1].generation is not b[-1].generation and a[-1].generation == b[-1].generation  # each its own copy
 
 
+async def until(condition) -> None:
+    """Yield to the loop until `condition()` holds (the fake engine's own state, no clock); a
+    test that never gets there fails in 10 s instead of hanging."""
+    async def spin() -> None:
+        while not condition():
+            await asyncio.sleep(0)
+
+    await asyncio.wait_for(spin(), 10)
+
+
 async def test_a_shared_stream_stops_only_when_nobody_listens() -> None:
     llm = FakeLLMEngine(token_latency=0.05, reply=lambda r: "one two three four five six")
     scope = ShareScope()
     request = GenerationRequest(prompt="p", params=SamplingParams(temperature=0.0))
+    lone = GenerationRequest(prompt="y", params=request.params)
     async with EngineScheduler("llm", llm) as sched:
         first = asyncio.create_task(collect(scope.stream(sched, task("q0", [request]))))
         second = asyncio.create_task(collect(scope.stream(sched, task("q1", [request]))))
-        while not llm.active:
-            await asyncio.sleep(0)
+        await until(lambda: llm.active)
         first.cancel()
         await asyncio.gather(first, return_exceptions=True)
         assert text_of(await second) == "one two three four five six" and not llm.stopped
-        lonely = asyncio.create_task(collect(scope.stream(sched, task("q2", [GenerationRequest(prompt="y", params=request.params)]))))
-        while not llm.active:
-            await asyncio.sleep(0)
+        lonely = asyncio.create_task(collect(scope.stream(sched, task("q2", [lone]))))
+        await until(lambda: llm.active)
+        job = next(shared.job for shared in scope.streams.values() if not shared.ended)
         lonely.cancel()
-        await asyncio.gather(lonely, return_exceptions=True)
-        while len(llm.stopped) < 1:
-            await asyncio.sleep(0)
-        again = await collect(scope.stream(sched, task("q3", [GenerationRequest(prompt="y", params=request.params)])))
-    assert len(llm.stopped) == 1 and len(llm.aborted) >= 1  # 'y' had no other listener: its request was aborted
+        await asyncio.gather(lonely, job, return_exceptions=True)
+        again = await collect(scope.stream(sched, task("q3", [lone])))
+    assert len(llm.stopped) == 1 and llm.aborted  # 'y' had no other listener: its request was aborted
     assert text_of(again) == "one two three four five six"  # and a later query streamed it anew
     assert [r.prompt for r in llm.requests] == ["p", "y", "y"]
 
