@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 from accel.engines.base import GenerationChunk, GenerationRequest, TextQuery, VectorQuery
 from accel.engines.llm.api_call import APICall
 from accel.ir.marks import SHARE_REQUESTS as PASS  # the pass that switches sharing on for an app
+from accel.runtime.streams import ItemStream
 from accel.runtime.task import EngineTask
 
 if TYPE_CHECKING:
@@ -135,29 +136,13 @@ class _Group:
 
 @dataclass(eq=False)
 class _Stream:
-    """One shared streamed request: the chunks so far (kept for later queries), whether and how
-    it ended, and the job pumping it from the engine while anyone listens."""
+    """One shared streamed request: its chunks (an `ItemStream`, replayed to every listener
+    and kept for later queries), how it failed, and the job pumping it while anyone listens."""
 
     job: asyncio.Task[None] | None = None
-    chunks: list[GenerationChunk] = field(default_factory=list)
-    ended: bool = False
+    chunks: ItemStream = field(default_factory=ItemStream)
     error: BaseException | None = None
     listeners: int = 0
-    _changed: asyncio.Future[None] | None = None
-
-    def push(self, chunk: GenerationChunk | None = None, error: BaseException | None = None) -> None:
-        if chunk is not None:
-            self.chunks.append(chunk)
-        else:
-            self.ended, self.error = True, error
-        changed, self._changed = self._changed, None
-        if changed is not None and not changed.done():
-            changed.set_result(None)
-
-    async def changed(self) -> None:
-        if self._changed is None:
-            self._changed = asyncio.get_running_loop().create_future()
-        await asyncio.shield(self._changed)
 
 
 @dataclass(eq=False)
@@ -252,22 +237,14 @@ class ShareScope:
         else:
             self._count(self.shared, kind)
         shared.listeners += 1
-        seen = 0
         try:
-            while True:
-                if seen < len(shared.chunks):
-                    chunk = shared.chunks[seen]
-                    seen += 1
-                    yield chunk if chunk.generation is None else replace(chunk, generation=copy.deepcopy(chunk.generation))
-                elif shared.ended:
-                    if shared.error is not None:
-                        raise shared.error
-                    return
-                else:
-                    await shared.changed()
+            async for chunk in shared.chunks:
+                yield chunk if chunk.generation is None else replace(chunk, generation=copy.deepcopy(chunk.generation))
+            if shared.error is not None:
+                raise shared.error
         finally:
             shared.listeners -= 1
-            if shared.listeners == 0 and not shared.ended and shared.job is not None:
+            if shared.listeners == 0 and not shared.chunks.closed and shared.job is not None:
                 shared.job.cancel()  # nobody listens any more: abort the engine request,
                 if self.streams.get(full) is shared:  # and a later query streams it anew
                     del self.streams[full]
@@ -277,13 +254,13 @@ class ShareScope:
         try:
             async with aclosing(scheduler.stream_unshared(task)) as chunks:
                 async for chunk in chunks:
-                    shared.push(chunk)
+                    shared.chunks.emit(chunk)
         except BaseException as err:  # noqa: BLE001 - every listener re-raises it
-            shared.push(error=err)
+            shared.error = err
             if isinstance(err, asyncio.CancelledError):
                 raise
-        else:
-            shared.push()
+        finally:
+            shared.chunks.close()
 
     async def _wait(self, group: _Group) -> list[Any]:
         group.waiters += 1

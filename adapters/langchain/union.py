@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
+
 
 def unique_union(line_docs: list[list[Any]], original: list[Any] | None = None) -> list[Any]:
     """MultiQueryRetriever.unique_union over the documents of every query, in query order:
@@ -28,8 +30,6 @@ def unique_union(line_docs: list[list[Any]], original: list[Any] | None = None) 
 def _equality_class(doc: Any) -> tuple[type, str] | None:
     """(model, text) for a document compared by pydantic's `__eq__`, which holds two models
     equal only if they are the same model with equal fields; None for anything else."""
-    from pydantic import BaseModel
-
     text = getattr(doc, "page_content", None)
     if not isinstance(doc, BaseModel) or type(doc).__eq__ is not BaseModel.__eq__ or not isinstance(text, str):
         return None

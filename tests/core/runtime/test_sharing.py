@@ -228,31 +228,35 @@ async def test_identical_streamed_requests_of_a_batch_stream_once_and_each_query
     assert a[-1].generation is not b[-1].generation and a[-1].generation == b[-1].generation  # each its own copy
 
 
-async def until(condition) -> None:
-    """Yield to the loop until `condition()` holds (the fake engine's own state, no clock); a
-    test that never gets there fails in 10 s instead of hanging."""
-    async def spin() -> None:
-        while not condition():
-            await asyncio.sleep(0)
+class Announcing(FakeLLMEngine):
+    """A fake LLM that puts each request's prompt on `entered` as it starts: the tests wait on
+    that, not on a clock or a spin."""
 
-    await asyncio.wait_for(spin(), 10)
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self.entered: asyncio.Queue[str] = asyncio.Queue()
+
+    def _enter(self, request: GenerationRequest) -> str:
+        request_id = super()._enter(request)
+        self.entered.put_nowait(request.prompt)
+        return request_id
 
 
 async def test_a_shared_stream_stops_only_when_nobody_listens() -> None:
-    llm = FakeLLMEngine(token_latency=0.05, reply=lambda r: "one two three four five six")
+    llm = Announcing(token_latency=0.05, reply=lambda r: "one two three four five six")
     scope = ShareScope()
     request = GenerationRequest(prompt="p", params=SamplingParams(temperature=0.0))
     lone = GenerationRequest(prompt="y", params=request.params)
     async with EngineScheduler("llm", llm) as sched:
         first = asyncio.create_task(collect(scope.stream(sched, task("q0", [request]))))
         second = asyncio.create_task(collect(scope.stream(sched, task("q1", [request]))))
-        await until(lambda: llm.active)
+        assert await llm.entered.get() == "p"
         first.cancel()
         await asyncio.gather(first, return_exceptions=True)
         assert text_of(await second) == "one two three four five six" and not llm.stopped
         lonely = asyncio.create_task(collect(scope.stream(sched, task("q2", [lone]))))
-        await until(lambda: llm.active)
-        job = next(shared.job for shared in scope.streams.values() if not shared.ended)
+        assert await llm.entered.get() == "y"
+        job = next(shared.job for shared in scope.streams.values() if not shared.chunks.closed)
         lonely.cancel()
         await asyncio.gather(lonely, job, return_exceptions=True)
         again = await collect(scope.stream(sched, task("q3", [lone])))
