@@ -63,8 +63,13 @@ class QueryWatcher(Protocol):
         """Engine node `node` got `results` from its engine (a Decode's `Generation`s, whole
         even when the node streamed or parsed them)."""
 
+    def wants_deltas(self, template: Template, node: str) -> bool:
+        """Whether Decode `node` must stream so that `delta` gets its text as it is written
+        (asked once per execution of the node)."""
+
     def delta(self, template: Template, node: str, text: str) -> None:
-        """The next piece of text of the Decode whose text streams as the query's output."""
+        """The next piece of text of a streaming Decode: the one whose text is the query's
+        output, or one the watcher `wants_deltas` of."""
 
 
 @dataclass(frozen=True)

@@ -162,7 +162,7 @@ class QueryRun:
         mode = self.plan.modes[i]
         with primitive_span(self.tracer, self.parent, query_id=self.query_id, node=node.name, kind=node.kind, engine=node.engine) as span:
             values = self._resolve(i)
-            if i == self.tap:
+            if i == self.tap or (mode is Mode.ENGINE and self._watched_tokens(i, node)):
                 value = await self._tapped(i, node, values, span)
             elif mode is Mode.EXPAND:
                 value = await self._expand(i, node, values)
@@ -299,11 +299,15 @@ class QueryRun:
                           objective=node.schedule.objective)
         final: list[Any] = []
 
+        watched = self._watched_tokens(i, node)
+
         async def chunks():
             async with aclosing(self.schedulers[node.engine].stream(task)) as source:
                 async for chunk in source:
                     if chunk.generation is not None:
                         final.append(chunk.generation)
+                    if watched and chunk.delta:
+                        self.watcher.delta(self.template, node.name, chunk.delta)
                     yield chunk
 
         async with aclosing(node.op.stream(values, chunks())) as items:
@@ -318,9 +322,15 @@ class QueryRun:
             self.watcher.generated(self.template, node.name, final)
         return list(out.items)
 
+    def _watched_tokens(self, i: int, node: Node) -> bool:
+        """Whether the watcher wants Decode i's text as it is written (a framework's model
+        run that reports its tokens): the Decode then streams."""
+        return (self.watcher is not None and node.kind in (Kind.DECODE, Kind.PARTIAL_DECODE) and self.plan.mapped_src[i] < 0
+                and self.watcher.wants_deltas(self.template, node.name))
+
     async def _tapped(self, i: int, node: Node, values: dict[str, Any], span: trace.Span) -> Any:
-        """The decode whose text is the query's output: its one request is streamed (same
-        admission as `submit`) and every text delta goes to `on_delta` as it arrives."""
+        """A decode streamed: its one request (same admission as `submit`); every text delta
+        goes to `on_delta` when its text is the query's output (`tap`), and to the watcher."""
         requests = list(await node.op.requests(values))
         task = EngineTask(self.query_id, node.name, self._depth(i), requests, priority=self.priority,
                           objective=node.schedule.objective)
@@ -328,7 +338,8 @@ class QueryRun:
         async with aclosing(self.schedulers[node.engine].stream(task)) as chunks:
             async for chunk in chunks:
                 if chunk.delta:
-                    self.on_delta(chunk.delta)
+                    if i == self.tap:
+                        self.on_delta(chunk.delta)
                     if self.watcher is not None:
                         self.watcher.delta(self.template, node.name, chunk.delta)
                 final = chunk.generation or final

@@ -39,6 +39,21 @@ class ModelBinding:
         """Whether the stock chat model's `stream` ends with a usage chunk."""
         return bool(self.model._should_stream_usage(**self.kwargs))
 
+    def streams(self, *, called_by_stream: bool) -> bool:
+        """Whether the stock model streams its answer (reporting each token to its run) when
+        reached through `stream` (`called_by_stream`) or through `invoke`: chat models decide
+        it in `_should_stream` (`disable_streaming`, `streaming=...`), completion models
+        stream in `stream`, and in `invoke` only with `streaming=True`."""
+        model = self.model
+        if self.chat:
+            kwargs = {**self.kwargs, "stream": True} if called_by_stream else self.kwargs
+            return bool(model._should_stream(async_api=False, **kwargs))
+        from langchain_core.language_models import BaseLLM
+
+        if type(model)._stream is BaseLLM._stream:
+            return False
+        return called_by_stream or getattr(model, "streaming", False) is True
+
     def stock_error(self, err: Exception) -> Exception:
         """The exception the stock model raises for the OpenAI client error `err`: chat models
         of langchain-openai classify client errors (`OpenAIInvalidRequestError`, ...)."""

@@ -169,10 +169,12 @@ class LoweredChain(StockRuns):
         with self._session.share(self._template, self.counters):  # issue 13: the batch's identical requests run once
             return await Runnable.abatch(runnable, inputs, config, return_exceptions=return_exceptions, **kwargs)
 
-    def _query(self, input: Any, run_manager: Any, config: RunnableConfig, caller: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def _query(self, input: Any, run_manager: Any, config: RunnableConfig, caller: Any, kwargs: dict[str, Any], *,
+               called_by_stream: bool = False) -> dict[str, Any]:
         """The graph inputs of one call; "runs" rebuilds the lowered components' callback runs
         when a handler listens (none: nothing is recorded)."""
-        runs = RunTree(self._runs, self._scope, config, run_manager, leaf_root=self._leaf_root) if run_manager.handlers else None
+        runs = RunTree(self._runs, self._scope, config, run_manager, leaf_root=self._leaf_root,
+                       called_by_stream=called_by_stream) if run_manager.handlers else None
         return {"input": input, "config": config, "run": run_manager, "runs": runs, "caller": caller,
                 "kwargs": kwargs if self._kwargs_route == "first" else {}}
 
@@ -270,7 +272,7 @@ class LoweredChain(StockRuns):
     def _stream(self, inputs: Iterator[Any], run_manager: Any, config: RunnableConfig, kwargs: dict[str, Any]) -> Iterator[Any]:
         input = next(inputs)
         caller = ThreadCaller()
-        query = self._query(input, run_manager, config, caller, kwargs)
+        query = self._query(input, run_manager, config, caller, kwargs, called_by_stream=True)
         chunks, started = Chunks(self._chat_result), False
         try:
             items = self._session.stream(self._template, query, context=context_with(self._new_run()), caller=caller, watcher=query["runs"])
@@ -291,7 +293,7 @@ class LoweredChain(StockRuns):
     async def _astream(self, inputs: AsyncIterator[Any], run_manager: Any, config: RunnableConfig, kwargs: dict[str, Any]) -> AsyncIterator[Any]:
         input = await anext(inputs)
         caller = LoopCaller(asyncio.get_running_loop())
-        query = self._query(input, run_manager, config, caller, kwargs)
+        query = self._query(input, run_manager, config, caller, kwargs, called_by_stream=True)
         chunks, started = Chunks(self._chat_result), False
         try:
             stream = self._session.astream(self._template, query, context=context_with(self._new_run()), watcher=query["runs"])

@@ -127,14 +127,13 @@ class RunIndex:
 class _Run:
     """A run while the query goes on: its config, manager and (once known) output."""
 
-    __slots__ = ("closed", "config", "managers", "output", "started", "streamed")
+    __slots__ = ("closed", "config", "managers", "output", "started")
 
     def __init__(self) -> None:
         self.config: dict[str, Any] | None = None
         self.managers: list[Any] = []
         self.started = False
         self.closed = False
-        self.streamed = False  # a model whose tokens were reported one by one
         self.output: Any = _MISSING
 
 
@@ -144,12 +143,16 @@ _MISSING = object()
 class RunTree:
     """One query's runs: a `QueryWatcher` that opens and closes them as values appear."""
 
-    def __init__(self, plan: RunPlan, root_scope: int, config: dict[str, Any], run_manager: Any, *, leaf_root: bool = False) -> None:
+    def __init__(self, plan: RunPlan, root_scope: int, config: dict[str, Any], run_manager: Any, *, leaf_root: bool = False,
+                 called_by_stream: bool = False) -> None:
         self.plan = plan
         self.root_scope = root_scope
         self.leaf_root = leaf_root
         """The root component's run is the call's own (a model or retriever wrapped alone): it
         takes the call's config as is, with no wrapped chain run around it."""
+        self.called_by_stream = called_by_stream
+        """The call is a `stream`: stock streams the models the stream reaches (`_reached_by_stream`)."""
+        self._streams: dict[int, tuple[bool, bool]] = {}  # model spec -> (reports tokens, ends in a chunk)
         self._index = plan.index()
         self._runs: dict[int, _Run] = {}
         self._values: dict[tuple[int, str], Any] = {}
@@ -174,13 +177,52 @@ class RunTree:
 
     def delta(self, template: Any, node: str, text: str) -> None:
         run = self._model_run(template, node)
-        if run is not None:
+        if run is not None and self.wants_deltas(template, node):
             from accel.adapters.langchain.tracing import token_chunk
 
-            run.streamed = True
             spec = self.plan.specs[self._index.decodes[(self._index.scopes[id(template)], node)]]
             for manager in run.managers:
                 manager.on_llm_new_token(text, chunk=token_chunk(spec, text))
+
+    def wants_deltas(self, template: Any, node: str) -> bool:
+        """Whether the stock model whose Decode `node` is streams its answer here, reporting
+        each token to its run: the Decode must then stream, its deltas coming to `delta`."""
+        spec = self._index.decodes.get((self._index.scopes.get(id(template)), node))
+        return spec is not None and self._model_streams(spec)[0]
+
+    def _model_streams(self, spec_id: int) -> tuple[bool, bool]:
+        """(the stock model reports its tokens, its run ends in a merged chunk): a model a
+        `stream` reaches streams and ends in a chunk, as `BaseChatModel.stream` does; one that
+        streams inside an `invoke` (`streaming=True`) reports tokens and ends in a message."""
+        if spec_id not in self._streams:
+            binding = self.plan.specs[spec_id].binding
+            chunked = self.called_by_stream and self._reached_by_stream(spec_id) and binding.streams(called_by_stream=True)
+            self._streams[spec_id] = (chunked or binding.streams(called_by_stream=False), chunked)
+        return self._streams[spec_id]
+
+    def ends_in_chunk(self, spec_id: int) -> bool:
+        """Whether model run `spec_id` reports a merged chunk (`AIMessageChunk`) as its output."""
+        return self._model_streams(spec_id)[1]
+
+    def _reached_by_stream(self, spec_id: int) -> bool:
+        """Whether stock's `stream` reaches run `spec_id` as a stream: every component around
+        it hands the stream on (a sequence's `transform`, a parallel's or assign's branches, a
+        branch's taken branch); a retriever, a RunnableEach or a lambda invokes its parts."""
+        from langchain_core.runnables import RunnableBranch, RunnableParallel, RunnableSequence
+        from langchain_core.runnables.passthrough import RunnableAssign
+
+        spec = self.plan.specs[self.plan.specs[spec_id].parent]
+        while True:
+            if spec.kind == "scope":
+                if spec.id == self.root_scope:
+                    return True
+                if spec.id not in self._attached:
+                    return False
+                spec = self.plan.specs[self._attached[spec.id]]
+            elif spec.kind == "chain" and isinstance(spec.component, (RunnableSequence, RunnableParallel, RunnableAssign, RunnableBranch)):
+                spec = self.plan.specs[spec.parent]
+            else:
+                return False
 
     def _model_run(self, template: Any, node: str) -> _Run | None:
         """The open run of the model whose Decode `node` is, if any."""
@@ -207,7 +249,7 @@ class RunTree:
         `spec` (one item of a RunnableEach); it must be ended with `end`."""
         self._advance()
         parent = self._runs[spec]
-        return RunTree(self.plan, scope, parent.config, parent.managers[0])
+        return RunTree(self.plan, scope, parent.config, parent.managers[0])  # RunnableEach invokes: no stream reaches it
 
     def end(self, error: BaseException | None) -> None:
         """The sub-run this tree watches ended: its runs close, or fail with `error`."""

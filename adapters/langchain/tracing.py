@@ -64,7 +64,7 @@ def close_run(tree: RunTree, spec: RunSpec, run: _Run, value: Any) -> None:
     from langchain_core.outputs import LLMResult
 
     if spec.kind == "llm":
-        generation, run.output = _model_result(spec, value, run.streamed)
+        generation, run.output = _model_result(spec, value, chunked=tree.ends_in_chunk(spec.id))
         usage = {"prompt_tokens": value.prompt_tokens, "completion_tokens": value.completion_tokens,
                  "total_tokens": value.prompt_tokens + value.completion_tokens} if value is not None else {}
         result = LLMResult(generations=[[generation]] if generation is not None else [[]],
@@ -130,9 +130,9 @@ def _open_model(spec: RunSpec, config: dict[str, Any], value: Any) -> list[Any]:
                                 name=config.get("run_name"), batch_size=1)
 
 
-def _model_result(spec: RunSpec, generation: Any, streamed: bool) -> tuple[Any, Any]:
+def _model_result(spec: RunSpec, generation: Any, *, chunked: bool) -> tuple[Any, Any]:
     """(the generation `on_llm_end` reports, the model's output: an AIMessage or the text). A
-    model that streamed reports its chunks merged, as a stock `stream` does."""
+    model a stock `stream` reached reports its chunks merged (`chunked`), as `stream` does."""
     from langchain_core.messages import AIMessageChunk
     from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, Generation, GenerationChunk
 
@@ -142,9 +142,9 @@ def _model_result(spec: RunSpec, generation: Any, streamed: bool) -> tuple[Any, 
         return None, None
     info = {"finish_reason": generation.finish_reason, "logprobs": None}
     if not spec.binding.chat:
-        return (GenerationChunk if streamed else Generation)(text=generation.text, generation_info=info), generation.text
+        return (GenerationChunk if chunked else Generation)(text=generation.text, generation_info=info), generation.text
     message = ChatResult(spec.binding.model_name).compute({"generation": generation})
-    if not streamed:
+    if not chunked:
         return ChatGeneration(message=message, generation_info=info), message
     usage = message.usage_metadata if spec.binding.streams_usage else None
     chunk = AIMessageChunk(content=message.content, response_metadata=dict(message.response_metadata), usage_metadata=usage)
