@@ -31,9 +31,22 @@ POLICY_NAMES: tuple[str, ...] = get_args(PolicyName)
 
 @dataclass(frozen=True, slots=True)
 class Delta:
-    """The next piece of a query's output text; the pieces join to the decoded text."""
+    """The next piece of a query's output text; the pieces join to the decoded text. In an
+    output dict streamed by parts, the text of the part under the keys `path`."""
 
     text: str
+    path: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """A part of a query's output dict, once known (`accel.ir.output_parts`): the value under
+    the keys `path` (a text part's `Delta`s came before it); with `merge`, a dict whose items
+    go under `path`, each its own part."""
+
+    path: tuple[str, ...]
+    value: Any
+    merge: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +56,7 @@ class Final:
     value: Any
 
 
-StreamItem = Delta | Final
+StreamItem = Delta | Part | Final
 
 
 class QueryWatcher(Protocol):

@@ -42,6 +42,13 @@ carries the text of one Decode unchanged. A decode op says its value is that tex
 of input port P unchanged (identity, or a message wrapping it) with `text_port = "P"`; a node
 without an op forwards its single input. Anything else ends the chain: the query's value then
 arrives once, at the end.
+
+Output dict streaming (`Runtime.stream`, `accel.ir.output_parts`): an op whose value is a dict
+built from its ports says how with `dict_parts(ports)`: each port, in merge order, with the key
+its value goes under, or None for a port holding a dict whose items are merged in (later ports
+win); an op whose value is one of its ports' unchanged says so with `value_port = "P"`. Each
+part of such an Output streams as soon as it is known: a part that is a Decode's text (the
+contract above) as its deltas, any other when its node finishes.
 """
 
 from __future__ import annotations
@@ -94,6 +101,10 @@ class PickOp:
         """Its value is the port's value, so a streamed text passes through unchanged."""
         return self.port
 
+    @property
+    def value_port(self) -> str:
+        return self.port
+
 
 @dataclass(frozen=True)
 class GatherOp:
@@ -113,6 +124,10 @@ class GatherOp:
         if self.mode == "list":
             return list(values.values())
         return dict(values)
+
+    def dict_parts(self, ports: tuple[str, ...]) -> tuple[tuple[str, str | None], ...] | None:
+        """"dict": each port's value under its name (see output dict streaming, above)."""
+        return tuple((port, port) for port in ports) if self.mode == "dict" else None
 
 
 @dataclass(frozen=True)

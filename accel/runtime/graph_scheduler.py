@@ -5,8 +5,9 @@ successors' counts and starts those that reach zero. Cheap local nodes are compu
 the others get a task in the query's TaskGroup, engine nodes await their engine scheduler. There
 is no polling and no sleeping: everything waits on futures. A failing node raises its original
 exception out of `run`, and the TaskGroup cancels the query's other work (engine schedulers
-turn that into aborts); other queries never see it. With `on_delta`, the plan's text source
-(the Decode whose text is the query's output) is streamed and each text delta handed over.
+turn that into aborts); other queries never see it. With `on_item`, the plan's text source
+(the Decode whose text is the query's output) is streamed and each text delta handed over, or
+an output dict's parts (`Plan.parts`), each as soon as its node finishes.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from accel.ir.kinds import Kind
 from accel.ir.node import Node
 from accel.ir.template import GraphInstance
 from accel.runtime.engine_scheduler import EngineScheduler
+from accel.runtime.output_points import OutputPoints
 from accel.runtime.plan import Mode, Plan
 from accel.runtime.programs.spare import SpareGate
 from accel.runtime.store import ObjectStore
@@ -40,6 +42,7 @@ from accel.runtime.streams import ItemStream
 from accel.runtime.task import EngineTask
 from accel.runtime.watch import QueryWatcher
 from accel.tracer.spans import primitive_span, record_engine_call, record_generations, record_items
+from accel.types import StreamItem
 
 log = logging.getLogger("accel.runtime.graph_scheduler")
 lost_speculations: Counter[str] = Counter()
@@ -59,7 +62,7 @@ class QueryRun:
         tracer: trace.Tracer | None,
         parent: otel_context.Context | None,
         priority: int = 0,
-        on_delta: Callable[[str], None] | None = None,
+        on_item: Callable[[StreamItem], None] | None = None,
         plan_of: Callable[[Any], Plan] | None = None,
         depth_offset: int = 0,
         watcher: QueryWatcher | None = None,
@@ -77,9 +80,9 @@ class QueryRun:
         self.tracer = tracer
         self.parent = parent
         self.priority = priority
-        self.on_delta = on_delta
         self.watcher = watcher
-        self.tap = plan.text_source if on_delta is not None else -1
+        self.output = OutputPoints(plan, on_item) if on_item is not None else None
+        self.taps = self.output.taps if self.output is not None else {}
         self.pending = list(plan.pending)
         self.store = ObjectStore(plan.readers, keep=plan.output)
         self.streams = {i: ItemStream() for i, flag in enumerate(plan.produces_stream) if flag}
@@ -117,6 +120,8 @@ class QueryRun:
     def _finish(self, i: int, value: Any, stack: list[int] | None = None) -> None:
         """Store a finished node's value and start the successors it was the last wait of."""
         self.store.put(i, value)
+        if self.output is not None and i in self.output.parts_at:
+            self.output.finished(i, value)
         if self.watcher is not None:  # a stream's slices joined, as its whole readers see it
             sliced = self.plan.produces_stream[i] or self.plan.mapped_src[i] >= 0
             whole = list(itertools.chain.from_iterable(value)) if sliced else value
@@ -162,7 +167,7 @@ class QueryRun:
         mode = self.plan.modes[i]
         with primitive_span(self.tracer, self.parent, query_id=self.query_id, node=node.name, kind=node.kind, engine=node.engine) as span:
             values = self._resolve(i)
-            if i == self.tap or (mode is Mode.ENGINE and self._watched_tokens(i, node)):
+            if i in self.taps or (mode is Mode.ENGINE and self._watched_tokens(i, node)):
                 value = await self._tapped(i, node, values, span)
             elif mode is Mode.EXPAND:
                 value = await self._expand(i, node, values)
@@ -330,7 +335,8 @@ class QueryRun:
 
     async def _tapped(self, i: int, node: Node, values: dict[str, Any], span: trace.Span) -> Any:
         """A decode streamed: its one request (same admission as `submit`); every text delta
-        goes to `on_delta` when its text is the query's output (`tap`), and to the watcher."""
+        goes to `on_item` where its text is the query's output or a part of it (`taps`), and
+        to the watcher."""
         requests = list(await node.op.requests(values))
         task = EngineTask(self.query_id, node.name, self._depth(i), requests, priority=self.priority,
                           objective=node.schedule.objective)
@@ -338,8 +344,8 @@ class QueryRun:
         async with aclosing(self.schedulers[node.engine].stream(task)) as chunks:
             async for chunk in chunks:
                 if chunk.delta:
-                    if i == self.tap:
-                        self.on_delta(chunk.delta)
+                    if i in self.taps:
+                        self.output.delta(i, chunk.delta)
                     if self.watcher is not None:
                         self.watcher.delta(self.template, node.name, chunk.delta)
                 final = chunk.generation or final
@@ -421,3 +427,4 @@ def _original(group_error: BaseExceptionGroup) -> BaseException:
         if not isinstance(exc, asyncio.CancelledError):
             return exc
     return group_error.exceptions[0]
+

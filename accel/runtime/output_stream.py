@@ -1,7 +1,8 @@
 """A query's output as a stream: the text deltas of the Decode that produces it, then its value.
 
 `Runtime.stream` yields `Delta`s while the plan's text source generates and one `Final` with
-the query's value; a query whose output is not a decode's text yields only the `Final`.
+the query's value; an Output dict built from known parts yields each `Part` (and a text part's
+`Delta`s) as it is known (`accel.ir.output_parts`); any other output yields only the `Final`.
 Leaving the iterator early (break, close, the consumer cancelled) cancels the query, and so
 aborts its engine requests, before the iterator returns.
 
@@ -21,19 +22,19 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from accel.types import Delta, Final, StreamItem
+from accel.types import Delta, Final, Part, StreamItem
 
 T = TypeVar("T")
 
 
-async def stream_query(run: Callable[[Callable[[str], None]], Awaitable[Any]]) -> AsyncIterator[StreamItem]:
-    """Run `run(on_delta)` as a task; yield each delta as it arrives, then the value. The task
-    lets the query go on while the consumer handles a delta; a queue wakes the consumer."""
-    deltas: asyncio.Queue[Delta | None] = asyncio.Queue()
-    task = asyncio.get_running_loop().create_task(run(lambda text: deltas.put_nowait(Delta(text))))
-    task.add_done_callback(lambda _: deltas.put_nowait(None))
+async def stream_query(run: Callable[[Callable[[StreamItem], None]], Awaitable[Any]]) -> AsyncIterator[StreamItem]:
+    """Run `run(on_item)` as a task; yield each delta or part as it arrives, then the value. The
+    task lets the query go on while the consumer handles an item; a queue wakes the consumer."""
+    items: asyncio.Queue[Delta | Part | None] = asyncio.Queue()
+    task = asyncio.get_running_loop().create_task(run(items.put_nowait))
+    task.add_done_callback(lambda _: items.put_nowait(None))
     try:
-        while (item := await deltas.get()) is not None:
+        while (item := await items.get()) is not None:
             yield item
         yield Final(task.result())
     finally:

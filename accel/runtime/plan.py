@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from accel.ir.expand import engines_of
 from accel.ir.kinds import Kind
 from accel.ir.node import Node
+from accel.ir.output_parts import DictPart, dict_layout
 from accel.ir.schedule import Streams
 from accel.ir.template import Template
 
@@ -46,6 +47,11 @@ class Plan:
     text_source: int = -1
     """Index of the Decode whose generated text the Output carries unchanged, or -1: the node
     `Runtime.stream` streams deltas from (see the text streaming contract in `accel.ir.ops`)."""
+    parts: tuple[DictPart, ...] = ()
+    """The parts of an Output dict (`accel.ir.output_parts`): `Runtime.stream` streams each as
+    soon as it is known, instead of the value once."""
+    part_texts: tuple[int, ...] = ()
+    """Per part, the Decode whose text it carries unchanged (streamed as deltas), or -1."""
 
 
 def _base_mode(node: Node) -> Mode:
@@ -82,6 +88,7 @@ def build_plan(template: Template) -> Plan:
             produces[i] = node.streams
     pending = [count - (1 if mapped[i] >= 0 else 0) for i, count in enumerate(template.pred_count)]
     output = template.index[template.output]
+    parts = dict_layout(template)
     return Plan(
         template=template,
         modes=tuple(modes),
@@ -93,6 +100,8 @@ def build_plan(template: Template) -> Plan:
         roots=tuple(i for i, count in enumerate(pending) if count == 0),
         output=output,
         text_source=_text_source(template, modes, mapped, output),
+        parts=parts,
+        part_texts=tuple(-1 if part.merge or part.key is not None else _text_source(template, modes, mapped, part.node) for part in parts),
     )
 
 

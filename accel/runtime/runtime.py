@@ -132,10 +132,11 @@ class Runtime:
         watcher: QueryWatcher | None = None,
     ) -> AsyncIterator[StreamItem]:
         """Run one query, yielding the text `Delta`s of the Decode whose text is its output (if
-        the output is one, see `Plan.text_source`) as they are generated, then `Final(value)`.
+        the output is one, see `Plan.text_source`) as they are generated, or an output dict's
+        `Part`s as each is known (`Plan.parts`), then `Final(value)`.
         Leaving early cancels the query and aborts its engine requests before returning; a
         failing node raises its own exception from the iterator."""
-        return stream_query(lambda on_delta: self._execute(template, inputs, query_id, priority, on_delta, watcher))
+        return stream_query(lambda on_item: self._execute(template, inputs, query_id, priority, on_item, watcher))
 
     async def _execute(
         self,
@@ -143,7 +144,7 @@ class Runtime:
         inputs: Mapping[str, Any],
         query_id: str | None,
         priority: int,
-        on_delta: Callable[[str], None] | None,
+        on_item: Callable[[StreamItem], None] | None,
         watcher: QueryWatcher | None = None,
     ) -> Any:
         if self._executor is None:
@@ -155,6 +156,6 @@ class Runtime:
         with query_span(tracer, query_id, policy=self.policy, nodes=len(template)) as parent:
             # Unrecorded query (no SDK, sampled out): skip primitive spans, they cost µs each.
             node_tracer = tracer if trace.get_current_span().is_recording() else None
-            query = QueryRun(plan, instance, self.schedulers, self._executor, node_tracer, parent, priority, on_delta, self.plan,
+            query = QueryRun(plan, instance, self.schedulers, self._executor, node_tracer, parent, priority, on_item, self.plan,
                              watcher=watcher, warm_gate=self.programs.gate)
             return await query.run()

@@ -28,7 +28,7 @@ from typing import Any
 from accel.adapters.common.dropin import state_of
 from accel.adapters.langchain.model_lowering import ModelLowering, is_model
 from accel.adapters.langchain.models import ModelBinding
-from accel.adapters.langchain.ops import BranchOp, EachOp, FnOp, InvokeOp, assign_merge, require_dict
+from accel.adapters.langchain.ops import AssignMergeOp, BranchOp, EachOp, FnOp, InvokeOp, RequireDictOp
 from accel.adapters.langchain.runs import RunKind, RunPlan, RunSpec
 from accel.adapters.langchain.structure import has_own_batch, is_plain_binding, unbind
 from accel.ir import GraphBuilder, Kind, Ref
@@ -307,12 +307,12 @@ class Capture(ModelLowering):
 
     def assign(self, runnable: Any, x: Ref) -> Ref:
         # stock checks the input is a dict before any branch runs (its ValueError, not theirs)
-        checked = self.fn("assign_input", require_dict, value=x)
+        checked = self.add(Kind.CALL, "assign_input", inputs={"value": x}, op=RequireDictOp())
         if x.node in self._dicts:
             self._dicts[checked.node] = self._dicts[x.node]
         mapper = self.open_run("chain", runnable.mapper, checked, None)  # stock: mapper.invoke(value, its child config)
         mapped = self.close_run(mapper, self.parallel(runnable.mapper.steps__, checked))
-        out = self.add(Kind.CALL, "assign", inputs={"value": checked, "mapped": mapped}, op=FnOp(assign_merge))
+        out = self.add(Kind.CALL, "assign", inputs={"value": checked, "mapped": mapped}, op=AssignMergeOp())
         if checked.node in self._dicts:
             self._dicts[out.node] = {**self._dicts[checked.node], **self._dicts[mapped.node]}
         return out

@@ -149,9 +149,29 @@ def require_dict(value: Any) -> dict[str, Any]:
     return value
 
 
-def assign_merge(value: Any, mapped: dict[str, Any]) -> dict[str, Any]:
-    """RunnableAssign: the input dict updated with the mapper's outputs."""
-    return {**require_dict(value), **mapped}
+@dataclass(frozen=True)
+class RequireDictOp:
+    """`require_dict` on port "value": the value itself, so its parts stream through."""
+
+    blocking: ClassVar[bool] = False
+    value_port: ClassVar[str] = "value"
+
+    def compute(self, values: dict[str, Any]) -> Any:
+        return require_dict(values["value"])
+
+
+@dataclass(frozen=True)
+class AssignMergeOp:
+    """RunnableAssign: the input dict ("value") updated with the mapper's outputs ("mapped");
+    streamed as stock streams it, the input's keys the mapper leaves, then the mapper's."""
+
+    blocking: ClassVar[bool] = False
+
+    def compute(self, values: dict[str, Any]) -> Any:
+        return {**require_dict(values["value"]), **values["mapped"]}
+
+    def dict_parts(self, ports: tuple[str, ...]) -> tuple[tuple[str, str | None], ...]:
+        return (("value", None), ("mapped", None))
 
 
 # ---- retrieval -----------------------------------------------------------------------------

@@ -5,8 +5,9 @@ a last chunk with the finish metadata and, when the model streams usage, the usa
 `StrOutputParser()` after it, the chunks' `.text`; a completion LLM yields `str` deltas. A
 chat stream opens with an empty chunk, as the server's first event (the assistant role, no
 text) gives stock one. The
-runtime's `Delta`s become those chunks. A chain whose output is not a decode's text gets its
-value once, as stock does for a final lambda returning a string.
+runtime's `Delta`s become those chunks. A chain whose output is a dict of known parts (a
+parallel, an assign) streams them as `AddableDict`s, as stock's do. Any other output comes
+once, as stock gives a final lambda's value.
 """
 
 from __future__ import annotations
@@ -14,28 +15,80 @@ from __future__ import annotations
 from typing import Any
 
 from accel.adapters.langchain.ops import ChatResult
-from accel.types import Delta, StreamItem
+from accel.types import Delta, Part, StreamItem
 
 
 class Chunks:
-    """One stream's shaper: `feed(item)` returns the chunks to yield for a runtime item."""
+    """One stream's shaper: `feed(item)` returns the chunks to yield for a runtime item. An
+    output dict streamed by parts yields `AddableDict`s as stock's parallels and assigns do:
+    `{key: chunk}` for each piece of a part, nested for nested dicts, so that the chunks add
+    up to the output."""
+
+    def __init__(self, chat: ChatResult | None, parts: dict[tuple[str, ...], ChatResult] | None = None) -> None:
+        self._text = _Text(chat)
+        self._chats = parts or {}
+        self._parts: dict[tuple[str, ...], _Text] = {}
+        self._keys: set[str] = set()  # the output dict's keys some chunk carried
+        self._parted = False
+
+    def feed(self, item: StreamItem) -> list[Any]:
+        if isinstance(item, Delta) and not item.path:
+            return self._text.delta(item.text)
+        if isinstance(item, Delta | Part):
+            self._parted = True
+            return [_nested(item.path, chunk) for chunk in self._part(item)]
+        if not self._parted:
+            return self._text.end(item.value)
+        left = {k: v for k, v in item.value.items() if k not in self._keys} if isinstance(item.value, dict) else {}
+        return [_nested((), left)] if left else []
+
+    def _part(self, item: Delta | Part) -> list[Any]:
+        if isinstance(item, Part) and item.merge:
+            self._keys.update(item.value if not item.path else item.path[:1])
+            return [_nested((), item.value)] if item.value else []
+        if item.path:
+            self._keys.add(item.path[0])
+        shaper = self._parts.get(item.path)
+        if shaper is None:
+            shaper = self._parts[item.path] = _Text(self._chats.get(item.path))
+        return shaper.delta(item.text) if isinstance(item, Delta) else shaper.end(item.value)
+
+
+class _Text:
+    """The chunks of one streamed text, the output's own or a part's: its deltas as the stock
+    model (with StrOutputParser: its parser) streams them, then its value once known."""
 
     def __init__(self, chat: ChatResult | None) -> None:
         self._chat = chat
         self._streamed: list[str] = []
         self._opened = False
 
-    def feed(self, item: StreamItem) -> list[Any]:
-        chat = self._chat
-        opening = [chat.chunk("")] if chat is not None and not self._opened else []
+    def _opening(self) -> list[Any]:
+        opening = [self._chat.chunk("")] if self._chat is not None and not self._opened else []
         self._opened = True
-        if isinstance(item, Delta):
-            self._streamed.append(item.text)
-            return opening + [item.text if chat is None else chat.chunk(item.text)]
-        if chat is not None and not chat.text:
-            rest = item.value.content[len("".join(self._streamed)):]
-            return opening + [chat.last_chunk(item.value, rest)]
-        return [] if self._streamed else opening + [item.value]
+        return opening
+
+    def delta(self, text: str) -> list[Any]:
+        opening = self._opening()
+        self._streamed.append(text)
+        return opening + [text if self._chat is None else self._chat.chunk(text)]
+
+    def end(self, value: Any) -> list[Any]:
+        opening = self._opening()
+        if self._chat is not None and not self._chat.text:
+            rest = value.content[len("".join(self._streamed)):]
+            return opening + [self._chat.last_chunk(value, rest)]
+        return [] if self._streamed else opening + [value]
+
+
+def _nested(path: tuple[str, ...], value: Any) -> Any:
+    """`value` under the keys `path`, as nested `AddableDict`s (a dict at the top becomes one)."""
+    from langchain_core.runnables.utils import AddableDict
+
+    chunk = value
+    for key in reversed(path):
+        chunk = AddableDict({key: chunk})
+    return chunk if path or isinstance(chunk, AddableDict) else AddableDict(chunk)
 
 
 def chat_result(template: Any) -> ChatResult | None:
@@ -43,6 +96,14 @@ def chat_result(template: Any) -> ChatResult | None:
     graph = template.graph
     source = graph.node(graph.output.inputs["value"].node)
     return source.op if isinstance(source.op, ChatResult) else None
+
+
+def part_chats(template: Any) -> dict[tuple[str, ...], ChatResult]:
+    """Each output dict part that is a chat model's message or text (`accel.ir.output_parts`):
+    its chunks are shaped as that model streams."""
+    from accel.ir.output_parts import dict_layout
+
+    return {part.path: op for part in dict_layout(template) if isinstance(op := template.nodes[part.node].op, ChatResult)}
 
 
 # ---- handlers a lowered query cannot serve as stock does --------------------------------

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from accel.engines.errors import PromptTooLong
-from accel.types import Delta, StreamItem
+from accel.types import Delta, Final, StreamItem
 
 from .errors import stock_error
 from .prompts import PlanMismatch
@@ -83,4 +83,6 @@ class _Texts:
         if isinstance(item, Delta):
             self.started = True
             return [item.text]
+        if not isinstance(item, Final):
+            return []  # a dict output's part: a response's text is no dict
         return [] if self.started or not item.value else [item.value]

@@ -292,3 +292,35 @@ async def test_closing_astream_early_aborts_the_request(long_chain) -> None:
             break
     assert len(aborted) == 1 and not engine._streams
     assert await asyncio.to_thread(closed_mid_answer, proxy)
+
+
+def test_a_dict_output_streams_its_parts_as_stock_does(vectorstore, chat_model, llm_proxy, questions) -> None:
+    """LangChain's "stream results from your RAG application" recipe: a parallel of sources and
+    question, assigned an answer chain. Stock streams `{key: chunk}` dicts, the question and the
+    sources as they are ready and the answer token by token; so does accel, whose chunks add up
+    to stock's output, with the same engine requests."""
+    from langchain_core.runnables import RunnableParallel
+    from langchain_core.runnables.utils import AddableDict
+
+    retriever = vectorstore.as_retriever(search_kwargs={"k": 2})
+    prompt = ChatPromptTemplate.from_messages([("system", "Answer from this context:\n\n{context}"), ("human", "{question}")])
+    from_docs = RunnablePassthrough.assign(context=lambda x: format_docs(x["context"])) | prompt | chat_model | StrOutputParser()
+    with_sources = RunnableParallel({"context": retriever, "question": RunnablePassthrough()}).assign(answer=from_docs)
+    message_too = with_sources.assign(message=PROMPT | chat_model)  # a model's message as a part: AIMessageChunks
+    for chain in (with_sources, message_too):
+        stock_run = run(chain, questions[:2], llm_proxy, mode="stream")
+        fast_run = run(accel.wrap(chain), questions[:2], llm_proxy, mode="stream")
+        # a message compares by its text, as a chain ending in the model does (ids, server details)
+        contents = lambda chunks: {k: getattr(v, "content", v) for k, v in join(chunks).items()}  # noqa: E731
+        assert_same(stock_run, fast_run, output=contents)
+        for stock_chunks, fast_chunks in zip(stock_run.outputs, fast_run.outputs, strict=True):
+            assert all(type(chunk) is AddableDict and len(chunk) == 1 for chunk in fast_chunks)
+            keys = [next(iter(chunk)) for chunk in fast_chunks]
+            assert sorted(set(keys)) == sorted({next(iter(chunk)) for chunk in stock_chunks})
+            assert set(keys[:2]) == {"context", "question"}  # ready before any answer token
+            for key in ("answer", "message"):
+                pieces = [[chunk[key] for chunk in chunks if key in chunk] for chunks in (stock_chunks, fast_chunks)]
+                assert {type(piece) for piece in pieces[1]} == {type(piece) for piece in pieces[0]}, key
+                assert len(pieces[1]) > 1 or not pieces[0]  # tokens, not the whole answer at once
+    fast = accel.wrap(with_sources)
+    assert join(list(fast.stream(questions[2]))) == with_sources.invoke(questions[2])

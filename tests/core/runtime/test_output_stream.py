@@ -1,6 +1,7 @@
 """`Runtime.stream` and `Session.stream/astream` on fake engines: the text deltas of the decode
-whose text is the output, then the value; the value alone otherwise; leaving early cancels the
-query and aborts its LLM request before the iterator returns."""
+whose text is the output, then the value; an output dict's parts as each is known; the value
+alone otherwise; leaving early cancels the query and aborts its LLM request before the
+iterator returns."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from accel.testing.fakes import FakeLLMEngine
 from accel.runtime.plan import build_plan
 from accel.runtime.runtime import Runtime
 from accel.session import Session
-from accel.types import EngineSpec, TemplateBuild
+from accel.types import EngineSpec, Part, TemplateBuild
 
 WORDS = " ".join(f"w{i}" for i in range(40))
 
@@ -261,3 +262,82 @@ def test_session_streams_raise_the_failing_node_error(session):
         list(session.stream(template, {"x": "q"}))
     with pytest.raises(ZeroDivisionError, match="boom"):
         asyncio.run(from_another_loop())
+
+
+@dataclass(frozen=True)
+class Merge:
+    """An assign-like op: the "value" dict updated with the "mapped" dict."""
+
+    blocking: bool = False
+
+    def compute(self, values):
+        return {**values["value"], **values["mapped"]}
+
+    def dict_parts(self, ports):
+        return (("value", None), ("mapped", None))
+
+
+def dict_template(*, assign: bool = False, nested: bool = False) -> Template:
+    """{"q": the input, "fast": a decode's text, "slow": another's} (the decodes' prompts differ);
+    `nested`: the decodes under "answers"; `assign`: the input dict {"q", "fast"} updated with it."""
+    b = GraphBuilder()
+    x = b.input("x")
+    answers = {}
+    for name in ("fast", "slow"):
+        prompt = b.add(Kind.PREFILL, f"{name}.prompt", inputs={"x": x}, op=PromptOp(parts=(name, Slot("x"))))
+        answers[name] = b.add(Kind.DECODE, f"{name}.decode", engine="llm", inputs={"prompt": prompt}, op=DecodeOp())
+    if nested:
+        answers = {"answers": b.add(Kind.AGGREGATE, "answers", inputs=answers, op=GatherOp("dict"))}
+    if assign:
+        mapped = b.add(Kind.AGGREGATE, "mapped", inputs=answers, op=GatherOp("dict"))
+        b.output(b.add(Kind.CALL, "assign", inputs={"value": x, "mapped": mapped}, op=Merge()))
+    else:
+        b.output(b.add(Kind.AGGREGATE, "parts", inputs={"q": x, **answers}, op=GatherOp("dict")))
+    return Template.from_graph(b.build())
+
+
+def test_a_dict_output_streams_each_part_as_it_is_known(virtual):
+    """The input's part at once, each decode's text under its key from its first token, each
+    part's value when its node ends (the short answer's long before the long one's); nested
+    dicts by key paths; an assign's input keys less the ones it overrides."""
+    async def main():
+        llm = FakeLLMEngine(token_latency=1.0, reply=lambda r: "one two three" if r.prompt.startswith("fast") else WORDS)
+        async with Runtime({"llm": llm}) as rt:
+            loop, runs = asyncio.get_running_loop(), {}
+            for name, template, x in (("flat", dict_template(), "q"), ("nested", dict_template(nested=True), "q"),
+                                      ("assign", dict_template(assign=True), {"q": "q", "fast": "old"})):
+                seen = []
+                async with aclosing(rt.stream(template, {"x": x})) as items:
+                    async for item in items:
+                        seen.append((item, loop.time()))
+                runs[name] = seen
+            return runs
+
+    runs = virtual(main())
+    flat = [item for item, _ in runs["flat"]]
+    assert flat[0] == Part(("q",), "q") and runs["flat"][0][1] == 0.0
+    assert flat[-1] == Final({"q": "q", "fast": "one two three", "slow": WORDS})
+    for key, text in (("fast", "one two three"), ("slow", WORDS)):
+        assert "".join(i.text for i in flat if isinstance(i, Delta) and i.path == (key,)) == text
+        assert Part((key,), text) in flat
+    first = {key: next(t for i, t in runs["flat"] if isinstance(i, Delta) and i.path == (key,)) for key in ("fast", "slow")}
+    assert first == {"fast": pytest.approx(1.0), "slow": pytest.approx(1.0)}  # both stream from their first token
+    assert flat.index(Part(("fast",), "one two three")) < flat.index(Part(("slow",), WORDS))
+    nested = [item for item, _ in runs["nested"]]
+    assert {i.path for i in nested if isinstance(i, Delta)} == {("answers", "fast"), ("answers", "slow")}
+    assert nested[-1] == Final({"q": "q", "answers": {"fast": "one two three", "slow": WORDS}})
+    assign = [item for item, _ in runs["assign"]]
+    assert assign[0] == Part((), {"q": "q"}, merge=True)  # "fast" comes from the mapper, not the input
+    assert assign[-1] == Final({"q": "q", "fast": "one two three", "slow": WORDS})
+
+
+def test_a_dict_is_streamed_by_parts_only_when_every_key_is_known():
+    from accel.ir.output_parts import dict_layout
+
+    b = GraphBuilder()
+    x = b.input("x")
+    b.output(b.add(Kind.CALL, "assign", inputs={"value": x, "mapped": x}, op=Merge()))  # a later dict of unknown keys
+    assert dict_layout(Template.from_graph(b.build())) == ()
+    assert dict_layout(two_decodes_template()) == ()  # a list
+    paths = [(part.path, part.merge) for part in dict_layout(dict_template(assign=True, nested=True))]
+    assert paths == [((), True), (("answers", "fast"), False), (("answers", "slow"), False)]
