@@ -31,8 +31,9 @@ POLICY_NAMES: tuple[str, ...] = get_args(PolicyName)
 
 @dataclass(frozen=True, slots=True)
 class Delta:
-    """The next piece of a query's output text; the pieces join to the decoded text. In an
-    output dict streamed by parts, the text of the part under the keys `path`."""
+    """The next piece of a query's output text; the pieces join to the decoded text (for a
+    list output whose items the framework streams, `streams_items`, the text they are parsed
+    from). In an output dict streamed by parts, the text of the part under the keys `path`."""
 
     text: str
     path: tuple[str, ...] = ()

@@ -49,6 +49,12 @@ its value goes under, or None for a port holding a dict whose items are merged i
 win); an op whose value is one of its ports' unchanged says so with `value_port = "P"`. Each
 part of such an Output streams as soon as it is known: a part that is a Decode's text (the
 contract above) as its deltas, any other when its node finishes.
+
+Output list streaming: a split decode whose framework streams the parsed items one by one says
+so with `streams_items`; where the Output (or a part of an output dict) is its value unchanged,
+`Runtime.stream` streams its text deltas, and the adapter parses items from them as the
+framework's own parser does while it streams (which may cut items differently from a parse of
+the whole text).
 """
 
 from __future__ import annotations
@@ -235,6 +241,9 @@ class DecodeOp:
     split: str | None = None
     result: Literal["text", "generation"] = "text"
     port: str = "prompt"
+    item_stream: bool = False
+    """With `split`: the framework streams the parsed items one by one (LangChain's list
+    parsers), so `Runtime.stream` streams the text they come from (`streams_items`)."""
 
     async def requests(self, values: dict[str, Any]) -> list[GenerationRequest]:
         prompt = values[self.port]
@@ -247,6 +256,11 @@ class DecodeOp:
         """The value is the generated text (or its `Generation`), so its deltas can stream;
         a split output is parsed into items instead."""
         return self.split is None
+
+    @property
+    def streams_items(self) -> bool:
+        """The value is the items `split` parses from the text, streamed one by one."""
+        return self.split is not None and self.item_stream
 
     def output(self, values: dict[str, Any], results: list[Any]) -> Any:
         (generation,) = results

@@ -36,7 +36,7 @@ def dict_layout(template: Template) -> tuple[DictPart, ...]:
     """The Output's parts, in the order its dicts merge them; () when the Output is not a dict
     built from known parts (its value then comes once, whole)."""
     parts: list[DictPart] = []
-    i, key = _through_identities(template, template.index[template.output], None)
+    i, key = through_identities(template, template.index[template.output], None)
     if key is not None or not _layout(template, i, (), parts):
         return ()
     return tuple(parts)
@@ -53,7 +53,7 @@ def _layout(template: Template, i: int, path: tuple[str, ...], parts: list[DictP
         if any(keys is None for keys in provided[n + 1:]):
             return False  # a dict of unknown keys merged later may override anything before it
         later = frozenset().union(*provided[n + 1:])
-        src, pick = _through_identities(template, *refs[port])
+        src, pick = through_identities(template, *refs[port])
         inner: list[DictPart] = []
         nested = pick is None and _dict_parts(template, src) is not None
         if key is not None:
@@ -82,7 +82,7 @@ def _dict_parts(template: Template, i: int) -> tuple[tuple[str, str | None], ...
 
 def _keys_of(template: Template, ref: tuple[int, str | int | None]) -> frozenset[str] | None:
     """The top keys of the dict a port holds, when the template says them; None: unknown."""
-    src, pick = _through_identities(template, *ref)
+    src, pick = through_identities(template, *ref)
     layout = None if pick is not None else _dict_parts(template, src)
     if layout is None:
         return None
@@ -96,7 +96,7 @@ def _keys_of(template: Template, ref: tuple[int, str | int | None]) -> frozenset
     return frozenset(keys)
 
 
-def _through_identities(template: Template, i: int, key: str | int | None) -> tuple[int, str | int | None]:
+def through_identities(template: Template, i: int, key: str | int | None) -> tuple[int, str | int | None]:
     """Follow nodes whose value is one of their inputs' unchanged back to the node that makes it."""
     while key is None:
         node = template.nodes[i]

@@ -1,7 +1,8 @@
 """Where a streamed query's output comes from while it runs: the Decodes whose text streams
-(the output's own text, or an output dict's text parts) and the nodes whose values are output
-dict parts (`Plan.parts`, `accel.ir.output_parts`). A query's graph scheduler hands them each
-delta and each finished value; they make the stream's `Delta`s and `Part`s."""
+(the output's own, the text a streamed list is parsed from, or an output dict's parts) and the
+nodes whose values are output dict parts (`Plan.parts`, `accel.ir.output_parts`). A query's
+graph scheduler hands them each delta and each finished value; they make the stream's
+`Delta`s and `Part`s."""
 
 from __future__ import annotations
 
@@ -25,12 +26,12 @@ class OutputPoints:
         self.parts_at: dict[int, tuple[DictPart, ...]] = {}
         """Node index -> the output dict parts its value makes."""
         if not plan.parts:
-            if plan.text_source >= 0:
-                self.taps[plan.text_source] = ((),)
-            return
-        for part, text in zip(plan.parts, plan.part_texts, strict=True):
-            if text >= 0:
-                self.taps[text] = (*self.taps.get(text, ()), part.path)
+            source = plan.text_source if plan.text_source >= 0 else plan.item_source
+            if source >= 0:
+                self.taps[source] = ((),)
+        for part, source in zip(plan.parts, plan.part_texts, strict=True):
+            if source >= 0:
+                self.taps[source] = (*self.taps.get(source, ()), part.path)
             self.parts_at[part.node] = (*self.parts_at.get(part.node, ()), part)
 
     def delta(self, i: int, text: str) -> None:

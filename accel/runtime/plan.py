@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from accel.ir.expand import engines_of
 from accel.ir.kinds import Kind
 from accel.ir.node import Node
-from accel.ir.output_parts import DictPart, dict_layout
+from accel.ir.output_parts import DictPart, dict_layout, through_identities
 from accel.ir.schedule import Streams
 from accel.ir.template import Template
 
@@ -51,7 +51,10 @@ class Plan:
     """The parts of an Output dict (`accel.ir.output_parts`): `Runtime.stream` streams each as
     soon as it is known, instead of the value once."""
     part_texts: tuple[int, ...] = ()
-    """Per part, the Decode whose text it carries unchanged (streamed as deltas), or -1."""
+    """Per part, the Decode whose text (or items parsed from it: `streams_items`) it carries
+    unchanged, its deltas streamed, or -1."""
+    item_source: int = -1
+    """Index of the split Decode whose streamed items the Output is (its text deltas stream), or -1."""
 
 
 def _base_mode(node: Node) -> Mode:
@@ -101,7 +104,8 @@ def build_plan(template: Template) -> Plan:
         output=output,
         text_source=_text_source(template, modes, mapped, output),
         parts=parts,
-        part_texts=tuple(-1 if part.merge or part.key is not None else _text_source(template, modes, mapped, part.node) for part in parts),
+        part_texts=tuple(-1 if part.merge or part.key is not None else _stream_source(template, modes, mapped, part.node) for part in parts),
+        item_source=_item_source(template, modes, mapped, through_identities(template, output, None)[0]),
     )
 
 
@@ -119,6 +123,19 @@ def _text_source(template: Template, modes: list[Mode], mapped: list[int], i: in
         if port is None or len(sources) != 1 or sources[0][1] is not None:
             return -1
         i = sources[0][0]
+
+
+def _item_source(template: Template, modes: list[Mode], mapped: list[int], i: int) -> int:
+    """i, when it is a split Decode that streams its items (run whole, not pipelined), else -1."""
+    node = template.nodes[i]
+    plain = node.kind is Kind.DECODE and modes[i] is Mode.ENGINE and mapped[i] < 0
+    return i if plain and getattr(node.op, "streams_items", False) else -1
+
+
+def _stream_source(template: Template, modes: list[Mode], mapped: list[int], i: int) -> int:
+    """The Decode whose items or text node i carries unchanged, or -1."""
+    items = _item_source(template, modes, mapped, i)
+    return items if items >= 0 else _text_source(template, modes, mapped, i)
 
 
 def _passthrough_port(node: Node) -> str | None:

@@ -93,7 +93,8 @@ class ModelLowering:
         self.llm_engines.add(engine)
         self.models.append(binding)
         kind = None if split in (None, "str") else split
-        op = DecodeOp(params=binding.params, split=kind, result="generation" if binding.chat and kind is None else "text")
+        op = DecodeOp(params=binding.params, split=kind, result="generation" if binding.chat and kind is None else "text",
+                      item_stream=kind in parsers.ITEM_STREAMING)
         attrs: dict[str, Any] = {"params": binding.params}
         if kind is not None:
             attrs["splittable"] = kind

@@ -24,3 +24,8 @@ def kind(parser: Any) -> str | None:
     if multi_query is not None and type(parser) is multi_query.LineListOutputParser:
         return "lines"
     return None
+
+
+ITEM_STREAMING = frozenset({"comma", "numbered"})
+"""The list parsers whose stock `stream` yields `[item]` per item as it is parsed (the
+`ListOutputParser`s); `LineListOutputParser`, a plain `BaseOutputParser`, yields the list once."""

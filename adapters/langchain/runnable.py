@@ -45,7 +45,7 @@ from accel.adapters.langchain.capture import Capture, Step
 from accel.adapters.langchain.runs import RunTree
 from accel.adapters.langchain.stock_runs import END, StockRuns, stock_anext, stock_next
 from accel.adapters.langchain.structure import peel_root, python_only
-from accel.adapters.langchain.streaming import Chunks, chat_result, part_chats, stock_listener
+from accel.adapters.langchain.streaming import Chunks, stock_listener, stream_shapes
 from accel.caller import LoopCaller, ThreadCaller
 from accel.engines.errors import EngineError
 from accel.ir.expand import has_engine_work
@@ -91,8 +91,7 @@ class LoweredChain(StockRuns):
             # keyed by the wrapper: the template's ops carry this capture's run scopes
             self._template = self._session.template(TemplateBuild(("langchain", Identity(self)), lambda: graph, self._disabled_passes))
             self._runs.bind(self._scope, self._template)
-            self._chat_result = chat_result(self._template)
-            self._part_chats = part_chats(self._template)
+            self._shapes = stream_shapes(self._template, self._runs, self._scope)
         else:
             self._run_as_is()
 
@@ -274,7 +273,7 @@ class LoweredChain(StockRuns):
         input = next(inputs)
         caller = ThreadCaller()
         query = self._query(input, run_manager, config, caller, kwargs, called_by_stream=True)
-        chunks, started = Chunks(self._chat_result, self._part_chats), False
+        chunks, started = Chunks(self._shapes), False
         try:
             items = self._session.stream(self._template, query, context=context_with(self._new_run()), caller=caller, watcher=query["runs"])
             with closing(items), _runs_closed(query["runs"], self.counters):
@@ -295,7 +294,7 @@ class LoweredChain(StockRuns):
         input = await anext(inputs)
         caller = LoopCaller(asyncio.get_running_loop())
         query = self._query(input, run_manager, config, caller, kwargs, called_by_stream=True)
-        chunks, started = Chunks(self._chat_result, self._part_chats), False
+        chunks, started = Chunks(self._shapes), False
         try:
             stream = self._session.astream(self._template, query, context=context_with(self._new_run()), watcher=query["runs"])
             async with aclosing(stream) as items:

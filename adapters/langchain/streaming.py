@@ -5,9 +5,10 @@ a last chunk with the finish metadata and, when the model streams usage, the usa
 `StrOutputParser()` after it, the chunks' `.text`; a completion LLM yields `str` deltas. A
 chat stream opens with an empty chunk, as the server's first event (the assistant role, no
 text) gives stock one. The
-runtime's `Delta`s become those chunks. A chain whose output is a dict of known parts (a
-parallel, an assign) streams them as `AddableDict`s, as stock's do. Any other output comes
-once, as stock gives a final lambda's value.
+runtime's `Delta`s become those chunks. A chain ending in a list parser that streams (comma
+separated, numbered) yields `[item]` per item, as the parser does. A chain whose output is a
+dict of known parts (a parallel, an assign) streams them as `AddableDict`s, as stock's do. Any
+other output comes once, as stock gives a final lambda's value.
 """
 
 from __future__ import annotations
@@ -15,43 +16,48 @@ from __future__ import annotations
 from typing import Any
 
 from accel.adapters.langchain.ops import ChatResult
-from accel.types import Delta, Part, StreamItem
+from accel.types import Delta, Final, Part, StreamItem
+
+
+Shape = Any
+"""How a streamed output is shaped (`stream_shapes`): a chat model's result op, or the stock
+list parser that streams it item by item."""
 
 
 class Chunks:
-    """One stream's shaper: `feed(item)` returns the chunks to yield for a runtime item. An
-    output dict streamed by parts yields `AddableDict`s as stock's parallels and assigns do:
-    `{key: chunk}` for each piece of a part, nested for nested dicts, so that the chunks add
-    up to the output."""
+    """One stream's shaper: `feed(item)` returns the chunks to yield for a runtime item.
+    `shapes` says how each streamed output is shaped (`stream_shapes`): the output's own
+    (path ()) or an output dict part's. A dict streamed by parts yields `AddableDict`s as
+    stock's parallels and assigns do: `{key: chunk}` for each piece of a part, nested for
+    nested dicts, so that the chunks add up to the output."""
 
-    def __init__(self, chat: ChatResult | None, parts: dict[tuple[str, ...], ChatResult] | None = None) -> None:
-        self._text = _Text(chat)
-        self._chats = parts or {}
-        self._parts: dict[tuple[str, ...], _Text] = {}
+    def __init__(self, shapes: dict[tuple[str, ...], Shape]) -> None:
+        self._shapes = shapes
+        self._streams: dict[tuple[str, ...], _Text | _Items] = {}
         self._keys: set[str] = set()  # the output dict's keys some chunk carried
         self._parted = False
 
     def feed(self, item: StreamItem) -> list[Any]:
-        if isinstance(item, Delta) and not item.path:
-            return self._text.delta(item.text)
-        if isinstance(item, Delta | Part):
-            self._parted = True
-            return [_nested(item.path, chunk) for chunk in self._part(item)]
-        if not self._parted:
-            return self._text.end(item.value)
-        left = {k: v for k, v in item.value.items() if k not in self._keys} if isinstance(item.value, dict) else {}
-        return [_nested((), left)] if left else []
-
-    def _part(self, item: Delta | Part) -> list[Any]:
+        if isinstance(item, Final):
+            if not self._parted:
+                return self._stream(()).end(item.value)
+            left = {k: v for k, v in item.value.items() if k not in self._keys} if isinstance(item.value, dict) else {}
+            return [_addable(left)] if left else []
+        self._parted = self._parted or bool(item.path) or isinstance(item, Part)
         if isinstance(item, Part) and item.merge:
             self._keys.update(item.value if not item.path else item.path[:1])
-            return [_nested((), item.value)] if item.value else []
+            return [_nested(item.path, _addable(item.value))] if item.value else []
         if item.path:
             self._keys.add(item.path[0])
-        shaper = self._parts.get(item.path)
-        if shaper is None:
-            shaper = self._parts[item.path] = _Text(self._chats.get(item.path))
-        return shaper.delta(item.text) if isinstance(item, Delta) else shaper.end(item.value)
+        stream = self._stream(item.path)
+        chunks = stream.delta(item.text) if isinstance(item, Delta) else stream.end(item.value)
+        return [_nested(item.path, chunk) for chunk in chunks]
+
+    def _stream(self, path: tuple[str, ...]) -> _Text | _Items:
+        if path not in self._streams:
+            shape = self._shapes.get(path)
+            self._streams[path] = _Text(shape) if shape is None or isinstance(shape, ChatResult) else _Items(shape)
+        return self._streams[path]
 
 
 class _Text:
@@ -81,29 +87,73 @@ class _Text:
         return [] if self._streamed else opening + [value]
 
 
+class _Items:
+    """The chunks of a list a stock list parser streams: its own `transform` (`[item]` for each
+    item complete in the text so far, the text after it kept; the last items at the end), over
+    the model's text deltas. Stock also hands it the stream's empty events (role, finish),
+    which can only matter to a field whose parsed text parses again into more."""
+
+    def __init__(self, parser: Any) -> None:
+        self._parser = parser
+        self._buffer = ""
+        self._fed = False
+
+    def delta(self, text: str) -> list[Any]:
+        self._buffer += text
+        self._fed = True
+        try:
+            matches = list(self._parser.parse_iter(self._buffer))
+        except NotImplementedError:
+            parts = self._parser.parse(self._buffer)
+            if len(parts) < 2:
+                return []
+            self._buffer = parts[-1]
+            return [[part] for part in parts[:-1]]
+        if len(matches) < 2:
+            return []
+        self._buffer = self._buffer[matches[-2].end():]
+        return [[match.group(1)] for match in matches[:-1]]
+
+    def end(self, value: Any) -> list[Any]:
+        """The last items; the whole list's when no text streamed (a decode that did not)."""
+        return [[part] for part in (self._parser.parse(self._buffer) if self._fed else value)]
+
+
 def _nested(path: tuple[str, ...], value: Any) -> Any:
-    """`value` under the keys `path`, as nested `AddableDict`s (a dict at the top becomes one)."""
+    """`value` under the keys `path`, as nested `AddableDict`s (stock's parallels' chunks)."""
     from langchain_core.runnables.utils import AddableDict
 
-    chunk = value
     for key in reversed(path):
-        chunk = AddableDict({key: chunk})
-    return chunk if path or isinstance(chunk, AddableDict) else AddableDict(chunk)
+        value = AddableDict({key: value})
+    return value
 
 
-def chat_result(template: Any) -> ChatResult | None:
-    """The chat-model result op feeding the template's Output, if the chain ends in one."""
-    graph = template.graph
-    source = graph.node(graph.output.inputs["value"].node)
-    return source.op if isinstance(source.op, ChatResult) else None
+def _addable(value: dict[str, Any]) -> Any:
+    from langchain_core.runnables.utils import AddableDict
+
+    return AddableDict(value)
 
 
-def part_chats(template: Any) -> dict[tuple[str, ...], ChatResult]:
-    """Each output dict part that is a chat model's message or text (`accel.ir.output_parts`):
-    its chunks are shaped as that model streams."""
-    from accel.ir.output_parts import dict_layout
+def stream_shapes(template: Any, runs: Any, scope: int) -> dict[tuple[str, ...], Shape]:
+    """How each streamed output of `template` (run scope `scope` of `runs`, a `RunPlan`) is
+    shaped: by path, the output's own (()) and each output dict part's
+    (`accel.ir.output_parts`): a chat model's result op (its message, or after StrOutputParser
+    its text, as that model streams), or the stock list parser whose items stream
+    (`streams_items`); anything else streams as it comes."""
+    from accel.ir.output_parts import dict_layout, through_identities
 
-    return {part.path: op for part in dict_layout(template) if isinstance(op := template.nodes[part.node].op, ChatResult)}
+    parsers = {spec.output.node: spec.component for spec in runs.specs.values()
+               if spec.kind == "parser" and spec.scope == scope and spec.output is not None}
+    heads = [((), through_identities(template, template.index[template.output], None))]
+    heads += [(part.path, (part.node, part.key)) for part in dict_layout(template) if not part.merge]
+    shapes: dict[tuple[str, ...], Shape] = {}
+    for path, (node, key) in heads:
+        op = template.nodes[node].op
+        if key is None and isinstance(op, ChatResult):
+            shapes[path] = op
+        elif key is None and getattr(op, "streams_items", False) and template.order[node] in parsers:
+            shapes[path] = parsers[template.order[node]]
+    return shapes
 
 
 # ---- handlers a lowered query cannot serve as stock does --------------------------------

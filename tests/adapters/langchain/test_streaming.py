@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import operator
+from operator import itemgetter
 from contextlib import aclosing
 
 import pytest
@@ -324,3 +325,45 @@ def test_a_dict_output_streams_its_parts_as_stock_does(vectorstore, chat_model, 
                 assert len(pieces[1]) > 1 or not pieces[0]  # tokens, not the whole answer at once
     fast = accel.wrap(with_sources)
     assert join(list(fast.stream(questions[2]))) == with_sources.invoke(questions[2])
+
+
+def test_a_list_parser_streams_its_items_as_stock_does(chat_model, completion_model, llm_proxy, questions) -> None:
+    """Stock's comma-separated and numbered list parsers yield `[item]` per item as the model
+    writes them, cut by their own incremental parse (which depends on where the server's
+    events split the text); the line list parser (no `transform` of its own) yields the list
+    once. accel's chunks are the ones the stock parser makes of the events its own request got
+    (`llm_exchanges`), alone and as a part of a dict, with stock's engine requests. The tiny
+    model repeats one token; biased towards commas, words and newlines it writes lists."""
+    from langchain_classic.retrievers.multi_query import LineListOutputParser
+    from langchain_core.output_parsers import CommaSeparatedListOutputParser, NumberedListOutputParser
+    from langchain_core.runnables import RunnableParallel
+
+    from .fidelity import llm_exchanges
+
+    prompt = PromptTemplate.from_template("List five keywords for the question below, separated by commas.\nQuestion: {question}\nKeywords:")
+    tokens = {token: 10 for token in ("18", "205", "1168")}  # ",", "\n", " app" in the tiny model's vocabulary
+    lister = chat_model.model_copy(update={"model_kwargs": {"logit_bias": tokens}, "frequency_penalty": 1.0, "max_tokens": 24})
+    inputs = [{"question": q} for q in questions[:2]]
+    for model in (lister, completion_model):
+        for parser in (CommaSeparatedListOutputParser(), NumberedListOutputParser(), LineListOutputParser()):
+            listed = prompt | model | parser
+            for chain in (listed, RunnableParallel(keywords=listed, question=itemgetter("question"))):
+                bodies, seen = [], []
+                for runnable in (chain, accel.wrap(chain)):
+                    llm_proxy.recorder.take()
+                    for x in inputs:
+                        chunks = list(runnable.stream(x))
+                        request, _, events = llm_exchanges(llm_proxy)
+                        bodies.append(request)
+                        seen.append(chunks)
+                        listed_chunks = [c["keywords"] for c in chunks if "keywords" in c] if chain is not listed else chunks
+                        assert [c for c in chunks if "question" in c] == ([{"question": x["question"]}] if chain is not listed else [])
+                        if type(parser) is LineListOutputParser:
+                            assert len(listed_chunks) == 1  # the list once
+                            continue
+                        assert listed_chunks == list(parser.transform(iter(events))), (type(parser).__name__, events)
+                        if model is lister and type(parser) is CommaSeparatedListOutputParser:
+                            assert len(listed_chunks) > 3  # a list, item by item
+                assert bodies[:len(inputs)] == bodies[len(inputs):]
+                if type(parser) is LineListOutputParser:
+                    assert seen[:len(inputs)] == seen[len(inputs):]

@@ -33,11 +33,11 @@ class Shout:
         return {"message": values["text"]}
 
 
-def decode_template(*, wrap: bool = False, split: str | None = None) -> Template:
+def decode_template(*, wrap: bool = False, split: str | None = None, item_stream: bool = False) -> Template:
     b = GraphBuilder()
     x = b.input("x")
     prompt = b.add(Kind.PREFILL, "prompt", inputs={"x": x}, op=PromptOp(parts=("Q: ", Slot("x"))))
-    text = b.add(Kind.DECODE, "answer", engine="llm", inputs={"prompt": prompt}, op=DecodeOp(split=split))
+    text = b.add(Kind.DECODE, "answer", engine="llm", inputs={"prompt": prompt}, op=DecodeOp(split=split, item_stream=item_stream))
     if wrap:
         text = b.add(Kind.CALL, "message", inputs={"text": text}, op=Shout())
     b.output(text)
@@ -102,6 +102,22 @@ def test_text_through_a_wrapping_op_streams_and_other_outputs_come_once(virtual)
     assert wrapped == [Delta("one"), Delta(" two"), Delta(" three"), Final({"message": "one two three"})]
     assert both == [Final(["one two three", "one two three"])]
     assert items == [Final(["one two three"])]
+
+
+def test_a_list_whose_framework_streams_items_streams_its_text(virtual):
+    """A split decode marked `item_stream` (LangChain's list parsers) streams the text its
+    items are parsed from, for the adapter's parser; the value is the parsed list."""
+    template = decode_template(split="comma", item_stream=True)
+    assert template.nodes[build_plan(template).item_source].name == "answer"
+
+    async def main():
+        llm = FakeLLMEngine(token_latency=0.5, reply=lambda r: "one, two, three")
+        async with Runtime({"llm": llm}) as rt:
+            return await collect(rt.stream(template, {"x": "q"}))
+
+    items = virtual(main())
+    assert items[-1] == Final(["one", "two", "three"])
+    assert "".join(item.text for item in items[:-1]) == "one, two, three" and len(items) > 2
 
 
 def test_breaking_out_cancels_the_query_and_aborts_the_request(virtual):
