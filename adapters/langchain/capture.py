@@ -30,7 +30,7 @@ from accel.adapters.langchain.model_lowering import ModelLowering, is_model
 from accel.adapters.langchain.models import ModelBinding
 from accel.adapters.langchain.ops import AssignMergeOp, BranchOp, EachOp, FnOp, InvokeOp, RequireDictOp
 from accel.adapters.langchain.runs import RunKind, RunPlan, RunSpec
-from accel.adapters.langchain.structure import has_own_batch, is_plain_binding, unbind
+from accel.adapters.langchain.structure import has_own_batch, has_own_stream, is_plain_binding, unbind
 from accel.ir import GraphBuilder, Kind, Ref
 from accel.ir.expand import has_engine_work
 from accel.ir.getters import GetItemOp, getter_keys, prefix_window
@@ -75,6 +75,9 @@ class Capture(ModelLowering):
     """The wrapped object is a model or retriever: its run is its own, not a chain run."""
     own_batch: list[str] = field(default_factory=list)
     """Opaque components with batch methods of their own, which only a stock `batch` calls."""
+    own_stream: list[tuple[str, int]] = field(default_factory=list)
+    """Opaque components that stream their own way (`has_own_stream`), with their parent run:
+    where stock's `stream` reaches them, only it streams as stock does."""
     unsupported_entries: dict[str, str] = field(default_factory=dict)
     """Entry kinds ("sync", "async") a lowered component refuses in stock, with why: only the
     stock chain may answer those (and raise as it does)."""
@@ -153,6 +156,7 @@ class Capture(ModelLowering):
         self.llm_engines |= sub.llm_engines
         self.models += sub.models
         self.own_batch += sub.own_batch
+        self.own_stream += sub.own_stream
         self.unsupported_entries.update(sub.unsupported_entries)
         # keyed by the sub-capture: its ops carry this capture's run scopes, so no other shares it
         template = self.session.template(TemplateBuild(("langchain-sub", Identity(sub), tag), lambda: graph, self.disabled_passes))
@@ -185,6 +189,8 @@ class Capture(ModelLowering):
         self.note(runnable, False, reason)
         if has_own_batch(runnable):
             self.own_batch.append(_label(runnable))
+        if has_own_stream(runnable):
+            self.own_stream.append((_label(runnable), self._parent))
         first = runnable is self.first_step and x.node == self.input.node
         self.first_opaque = self.first_opaque or first
         op = InvokeOp(self._bound_by.get(id(runnable), runnable), tag=tag, first=first, parent=self._parent)
@@ -324,6 +330,7 @@ class Capture(ModelLowering):
         labels = [f"branch {i + 1}" for i in range(len(conditions))] + ["default"]
         tags = [f"branch:{i + 1}" for i in range(len(conditions))] + ["branch:default"]
         subs = [self.sub_template(target, label, tag) for target, label, tag in zip(targets, labels, tags, strict=True)]
+        self.runs.streamed_by.update({scope: self._parent for _, scope in subs})
         self.note(runnable, True, f"Expand: {len(conditions)} condition(s) run as-is, then only the taken branch")
         inputs = {"value": x, "config": self.config, "run": self.run, "runs": self.runs_in, "caller": self.caller}
         op = BranchOp(conditions, tuple(t for t, _ in subs), tuple(s for _, s in subs), spec=self._parent)

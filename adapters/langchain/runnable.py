@@ -85,6 +85,10 @@ class LoweredChain(StockRuns):
         self._kwargs_route = capture.kwargs_route()
         self._unsupported = capture.unsupported_entries
         self._own_batch = capture.own_batch
+        streaming = sorted({label for label, parent in capture.own_stream if self._runs.reached_by_stream(parent, self._scope)})
+        self._own_stream = f"{', '.join(streaming)} stream(s) on their own" if streaming else None
+        """Why `stream` runs the stock chain (its engine calls captured): opaque parts a stock
+        `stream` reaches yield chunks their `invoke` does not (`has_own_stream`)."""
         self._models = capture.models  # their stock clients' exception types (`_stock_error`)
         self._llm_names = {self._session.get_engine(name).name for name in capture.llm_engines}
         if self.lowered:
@@ -225,7 +229,7 @@ class LoweredChain(StockRuns):
         if why := self._stock_only(kwargs, "sync"):
             yield from self._stock_stream(why, input, config, **kwargs)
             return
-        if why := stock_listener(config, asynchronous=False):
+        if why := stock_listener(config, asynchronous=False) or self._own_stream:
             yield from self._stock_stream(why, input, config, captured=True, **kwargs)
             return
         # LangChain's wrapper does not close the generator it drives when it is closed itself
@@ -248,7 +252,7 @@ class LoweredChain(StockRuns):
         config, kwargs = self._bind(config, kwargs)
         why, captured = self._stock_only(kwargs, "async"), False
         if why is None:
-            why = stock_listener(config, asynchronous=True)
+            why = stock_listener(config, asynchronous=True) or self._own_stream
             captured = why is not None
         if why:
             async with aclosing(self._astock_stream(why, input, config, captured=captured, **kwargs)) as chunks:
@@ -328,6 +332,8 @@ class LoweredChain(StockRuns):
                      "components:"] + [f"  [opaque ] {s.component}: {s.detail}" for s in self._steps]
             return "\n".join(lines + (["", "counters:", *counters] if counters else []))
         text = explain_text(title, self._steps, self._template) + f"\n\nengine limits: {self._session.limits_source}"
+        if self._own_stream:
+            text += f"\nstream / astream: the stock chain, its engine calls captured ({self._own_stream})"
         text += "".join(f"\n{line}" for line in [*self._session.warmup_lines(), *self._session.speculation_lines(), *rerank_miss_lines()])
         return text + ("\n\ncounters:\n" + "\n".join(counters) if counters else "")
 

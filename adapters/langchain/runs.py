@@ -68,6 +68,8 @@ class RunPlan:
     specs: dict[int, RunSpec] = field(default_factory=dict)
     templates: dict[int, Any] = field(default_factory=dict)
     """scope id -> the template it became."""
+    streamed_by: dict[int, int] = field(default_factory=dict)
+    """A branch's sub-scope -> the branch's run spec, which hands it a stream (`reached_by_stream`)."""
 
     def scope(self) -> int:
         """A new scope: the parent of the runs at the top of one template."""
@@ -89,6 +91,27 @@ class RunPlan:
 
     def children(self, parent: int) -> Iterator[RunSpec]:
         return (s for s in self.specs.values() if s.parent == parent)
+
+    def reached_by_stream(self, spec_id: int, root: int) -> bool:
+        """Whether stock's `stream` of the chain whose run scope is `root` reaches run
+        `spec_id` (a run or a scope) as a stream: every component around it hands the stream
+        on (a sequence's `transform`, a parallel's or assign's branches, a branch's taken
+        branch); a retriever, a RunnableEach or a lambda invokes its parts."""
+        from langchain_core.runnables import RunnableBranch, RunnableParallel, RunnableSequence
+        from langchain_core.runnables.passthrough import RunnableAssign
+
+        spec = self.specs[spec_id]
+        while True:
+            if spec.kind == "scope":
+                if spec.id == root:
+                    return True
+                if spec.id not in self.streamed_by:
+                    return False
+                spec = self.specs[self.streamed_by[spec.id]]
+            elif spec.kind == "chain" and isinstance(spec.component, (RunnableSequence, RunnableParallel, RunnableAssign, RunnableBranch)):
+                spec = self.specs[spec.parent]
+            else:
+                return False
 
     def index(self) -> RunIndex:
         """The lookups every query's `RunTree` uses, built once (the plan is complete once
@@ -151,7 +174,7 @@ class RunTree:
         """The root component's run is the call's own (a model or retriever wrapped alone): it
         takes the call's config as is, with no wrapped chain run around it."""
         self.called_by_stream = called_by_stream
-        """The call is a `stream`: stock streams the models the stream reaches (`_reached_by_stream`)."""
+        """The call is a `stream`: stock streams the models the stream reaches (`RunPlan.reached_by_stream`)."""
         self._streams: dict[int, tuple[bool, bool]] = {}  # model spec -> (reports tokens, ends in a chunk)
         self._index = plan.index()
         self._runs: dict[int, _Run] = {}
@@ -196,33 +219,14 @@ class RunTree:
         streams inside an `invoke` (`streaming=True`) reports tokens and ends in a message."""
         if spec_id not in self._streams:
             binding = self.plan.specs[spec_id].binding
-            chunked = self.called_by_stream and self._reached_by_stream(spec_id) and binding.streams(called_by_stream=True)
+            reached = self.plan.reached_by_stream(self.plan.specs[spec_id].parent, self.root_scope)
+            chunked = self.called_by_stream and reached and binding.streams(called_by_stream=True)
             self._streams[spec_id] = (chunked or binding.streams(called_by_stream=False), chunked)
         return self._streams[spec_id]
 
     def ends_in_chunk(self, spec_id: int) -> bool:
         """Whether model run `spec_id` reports a merged chunk (`AIMessageChunk`) as its output."""
         return self._model_streams(spec_id)[1]
-
-    def _reached_by_stream(self, spec_id: int) -> bool:
-        """Whether stock's `stream` reaches run `spec_id` as a stream: every component around
-        it hands the stream on (a sequence's `transform`, a parallel's or assign's branches, a
-        branch's taken branch); a retriever, a RunnableEach or a lambda invokes its parts."""
-        from langchain_core.runnables import RunnableBranch, RunnableParallel, RunnableSequence
-        from langchain_core.runnables.passthrough import RunnableAssign
-
-        spec = self.plan.specs[self.plan.specs[spec_id].parent]
-        while True:
-            if spec.kind == "scope":
-                if spec.id == self.root_scope:
-                    return True
-                if spec.id not in self._attached:
-                    return False
-                spec = self.plan.specs[self._attached[spec.id]]
-            elif spec.kind == "chain" and isinstance(spec.component, (RunnableSequence, RunnableParallel, RunnableAssign, RunnableBranch)):
-                spec = self.plan.specs[spec.parent]
-            else:
-                return False
 
     def _model_run(self, template: Any, node: str) -> _Run | None:
         """The open run of the model whose Decode `node` is, if any."""

@@ -73,6 +73,35 @@ def has_own_batch(runnable: Any) -> bool:
     return cls.batch is not Runnable.batch or cls.abatch is not Runnable.abatch
 
 
+def has_own_stream(runnable: Any) -> bool:
+    """Whether stock `stream` of `runnable`, run as-is (opaque), yields what invoking it would
+    not: a model's chunks, a transform parser's partial values (a JSON parser's growing
+    objects, which also stay silent where `invoke` raises), a generator's pieces, anything
+    whose class streams its own way. Lambdas, passthroughs and picks call their code on the
+    whole input, as `invoke` does."""
+    from langchain_core.language_models import BaseLanguageModel
+    from langchain_core.output_parsers.transform import BaseTransformOutputParser
+    from langchain_core.runnables import Runnable, RunnableLambda, RunnableParallel, RunnablePassthrough, RunnableSequence
+    from langchain_core.runnables.passthrough import RunnableAssign, RunnablePick
+
+    if state_of(runnable) is not None:  # a drop-in: its stream is its own
+        return True
+    if isinstance(runnable, RunnableSequence):
+        return any(has_own_stream(step) for step in runnable.steps)
+    if isinstance(runnable, RunnableParallel):
+        return any(has_own_stream(step) for step in runnable.steps__.values())
+    if isinstance(runnable, RunnableAssign):
+        return has_own_stream(runnable.mapper)
+    if is_plain_binding(runnable):
+        return has_own_stream(runnable.bound)
+    if isinstance(runnable, BaseLanguageModel | BaseTransformOutputParser):
+        return True
+    if isinstance(runnable, RunnableLambda | RunnablePassthrough | RunnablePick):
+        return False
+    cls = type(runnable)
+    return cls.stream is not Runnable.stream or cls.transform is not Runnable.transform
+
+
 def python_only(runnable: Any) -> bool:
     """Whether `runnable` is plain Python (lambdas, passthroughs, picks, prompts, parsers) put
     together by sequences, parallels, assigns and branches. A capture lowers engine work only

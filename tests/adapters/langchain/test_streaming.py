@@ -367,3 +367,23 @@ def test_a_list_parser_streams_its_items_as_stock_does(chat_model, completion_mo
                 assert bodies[:len(inputs)] == bodies[len(inputs):]
                 if type(parser) is LineListOutputParser:
                     assert seen[:len(inputs)] == seen[len(inputs):]
+
+
+def test_a_part_that_streams_its_own_way_streams_through_the_stock_chain(vectorstore, chat_model, llm_proxy, questions) -> None:
+    """A JSON parser after the model streams growing objects and stays silent on text that is
+    no JSON (where `invoke` raises); a model left opaque (logprobs asked for) streams its
+    chunks. accel runs no lowered query there: `stream` runs the stock chain with its engine
+    calls captured, said in `explain()`, while `invoke` stays lowered."""
+    from langchain_core.output_parsers import JsonOutputParser
+
+    retriever = vectorstore.as_retriever(search_kwargs={"k": 2})
+    rag = {"context": retriever | format_docs, "question": RunnablePassthrough()} | PROMPT
+    for last in (chat_model | JsonOutputParser(), chat_model.bind(logprobs=True)):
+        chain = rag | last
+        fast = accel.wrap(chain)
+        assert "stream / astream: the stock chain" in fast.explain() and "Embed + Search" in fast.explain()
+        stock_chunks = list(chain.stream(questions[0]))
+        fast_chunks = list(fast.stream(questions[0]))
+        assert [getattr(c, "content", c) for c in fast_chunks] == [getattr(c, "content", c) for c in stock_chunks]
+        assert any(name.startswith("stock runs: ") for name in fast.counters)
+    assert "stream / astream" not in accel.wrap(rag | chat_model | StrOutputParser()).explain()
