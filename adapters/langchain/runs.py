@@ -113,6 +113,19 @@ class RunPlan:
             else:
                 return False
 
+    def model_streams(self, spec_id: int, root: int, called_by_stream: bool) -> tuple[bool, bool]:
+        """(the stock model of run `spec_id` reports its tokens, its run ends in a merged
+        chunk) in a call of the chain whose run scope is `root`: a model a `stream` reaches
+        streams and ends in a chunk, as `BaseChatModel.stream` does; one that streams inside an
+        `invoke` (`streaming=True`) reports tokens and ends in a message. Decided once."""
+        key = (spec_id, root, called_by_stream)
+        if key not in self._streams:
+            binding = self.specs[spec_id].binding
+            reached = called_by_stream and self.reached_by_stream(self.specs[spec_id].parent, root)
+            chunked = reached and binding.streams(called_by_stream=True)
+            self._streams[key] = (chunked or binding.streams(called_by_stream=False), chunked)
+        return self._streams[key]
+
     def index(self) -> RunIndex:
         """The lookups every query's `RunTree` uses, built once (the plan is complete once
         the wrapper has bound its templates)."""
@@ -121,6 +134,7 @@ class RunPlan:
         return self._index
 
     _index: RunIndex | None = field(default=None, repr=False)
+    _streams: dict[tuple[int, int, bool], tuple[bool, bool]] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -175,7 +189,6 @@ class RunTree:
         takes the call's config as is, with no wrapped chain run around it."""
         self.called_by_stream = called_by_stream
         """The call is a `stream`: stock streams the models the stream reaches (`RunPlan.reached_by_stream`)."""
-        self._streams: dict[int, tuple[bool, bool]] = {}  # model spec -> (reports tokens, ends in a chunk)
         self._index = plan.index()
         self._runs: dict[int, _Run] = {}
         self._values: dict[tuple[int, str], Any] = {}
@@ -214,15 +227,7 @@ class RunTree:
         return spec is not None and self._model_streams(spec)[0]
 
     def _model_streams(self, spec_id: int) -> tuple[bool, bool]:
-        """(the stock model reports its tokens, its run ends in a merged chunk): a model a
-        `stream` reaches streams and ends in a chunk, as `BaseChatModel.stream` does; one that
-        streams inside an `invoke` (`streaming=True`) reports tokens and ends in a message."""
-        if spec_id not in self._streams:
-            binding = self.plan.specs[spec_id].binding
-            reached = self.plan.reached_by_stream(self.plan.specs[spec_id].parent, self.root_scope)
-            chunked = self.called_by_stream and reached and binding.streams(called_by_stream=True)
-            self._streams[spec_id] = (chunked or binding.streams(called_by_stream=False), chunked)
-        return self._streams[spec_id]
+        return self.plan.model_streams(spec_id, self.root_scope, self.called_by_stream)
 
     def ends_in_chunk(self, spec_id: int) -> bool:
         """Whether model run `spec_id` reports a merged chunk (`AIMessageChunk`) as its output."""

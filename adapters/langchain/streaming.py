@@ -20,8 +20,12 @@ from accel.types import Delta, Final, Part, StreamItem
 
 
 Shape = Any
-"""How a streamed output is shaped (`stream_shapes`): a chat model's result op, or the stock
-list parser that streams it item by item."""
+"""How a streamed output is shaped (`stream_shapes`): a chat model's result op, (the stock list
+parser that streams it item by item, whether its model does not stream), or `ONCE`."""
+
+ONCE = "once"
+"""A model whose stock `stream` does not stream (`disable_streaming`, `streaming=False`): its
+answer comes whole, as its `invoke` gives it."""
 
 
 class Chunks:
@@ -33,7 +37,7 @@ class Chunks:
 
     def __init__(self, shapes: dict[tuple[str, ...], Shape]) -> None:
         self._shapes = shapes
-        self._streams: dict[tuple[str, ...], _Text | _Items] = {}
+        self._streams: dict[tuple[str, ...], _Text | _Items | _Once] = {}
         self._keys: set[str] = set()  # the output dict's keys some chunk carried
         self._parted = False
 
@@ -53,11 +57,26 @@ class Chunks:
         chunks = stream.delta(item.text) if isinstance(item, Delta) else stream.end(item.value)
         return [_nested(item.path, chunk) for chunk in chunks]
 
-    def _stream(self, path: tuple[str, ...]) -> _Text | _Items:
+    def _stream(self, path: tuple[str, ...]) -> _Text | _Items | _Once:
         if path not in self._streams:
             shape = self._shapes.get(path)
-            self._streams[path] = _Text(shape) if shape is None or isinstance(shape, ChatResult) else _Items(shape)
+            if shape == ONCE:
+                self._streams[path] = _Once()
+            elif isinstance(shape, tuple):
+                self._streams[path] = _Items(*shape)
+            else:
+                self._streams[path] = _Text(shape)
         return self._streams[path]
+
+
+class _Once:
+    """A model that does not stream: no chunk until its whole answer."""
+
+    def delta(self, text: str) -> list[Any]:
+        return []
+
+    def end(self, value: Any) -> list[Any]:
+        return [value]
 
 
 class _Text:
@@ -93,12 +112,15 @@ class _Items:
     the model's text deltas. Stock also hands it the stream's empty events (role, finish),
     which can only matter to a field whose parsed text parses again into more."""
 
-    def __init__(self, parser: Any) -> None:
+    def __init__(self, parser: Any, whole: bool = False) -> None:
         self._parser = parser
         self._buffer = ""
         self._fed = False
+        self._whole = whole  # the model does not stream: its items come with its whole answer
 
     def delta(self, text: str) -> list[Any]:
+        if self._whole:
+            return []
         self._buffer += text
         self._fed = True
         try:
@@ -138,21 +160,29 @@ def stream_shapes(template: Any, runs: Any, scope: int) -> dict[tuple[str, ...],
     """How each streamed output of `template` (run scope `scope` of `runs`, a `RunPlan`) is
     shaped: by path, the output's own (()) and each output dict part's
     (`accel.ir.output_parts`): a chat model's result op (its message, or after StrOutputParser
-    its text, as that model streams), or the stock list parser whose items stream
-    (`streams_items`); anything else streams as it comes."""
+    its text, as that model streams), the stock list parser whose items stream
+    (`streams_items`), or `ONCE` for a model that does not stream; anything else streams as it
+    comes."""
     from accel.ir.output_parts import dict_layout, through_identities
 
     parsers = {spec.output.node: spec.component for spec in runs.specs.values()
                if spec.kind == "parser" and spec.scope == scope and spec.output is not None}
+    quiet = {spec.decode for spec in runs.specs.values()
+             if spec.kind == "llm" and spec.scope == scope and not spec.binding.streams(called_by_stream=True)}
     heads = [((), through_identities(template, template.index[template.output], None))]
     heads += [(part.path, (part.node, part.key)) for part in dict_layout(template) if not part.merge]
     shapes: dict[tuple[str, ...], Shape] = {}
     for path, (node, key) in heads:
         op = template.nodes[node].op
-        if key is None and isinstance(op, ChatResult):
+        decodes = {template.order[src] for _, src, _ in template.port_refs[node]} | {template.order[node]}
+        if key is not None:
+            continue
+        if getattr(op, "streams_items", False) and template.order[node] in parsers:
+            shapes[path] = (parsers[template.order[node]], bool(decodes & quiet))
+        elif decodes & quiet:
+            shapes[path] = ONCE
+        elif isinstance(op, ChatResult):
             shapes[path] = op
-        elif key is None and getattr(op, "streams_items", False) and template.order[node] in parsers:
-            shapes[path] = parsers[template.order[node]]
     return shapes
 
 

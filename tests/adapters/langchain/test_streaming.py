@@ -387,3 +387,17 @@ def test_a_part_that_streams_its_own_way_streams_through_the_stock_chain(vectors
         assert [getattr(c, "content", c) for c in fast_chunks] == [getattr(c, "content", c) for c in stock_chunks]
         assert any(name.startswith("stock runs: ") for name in fast.counters)
     assert "stream / astream" not in accel.wrap(rag | chat_model | StrOutputParser()).explain()
+
+
+def test_a_model_that_does_not_stream_answers_whole_as_stock_does(chat_model, questions) -> None:
+    """`disable_streaming=True`: stock's `stream` gives the model's whole answer as one chunk
+    (through StrOutputParser: its text once; through a list parser: every item at the end)."""
+    from langchain_core.output_parsers import CommaSeparatedListOutputParser
+
+    quiet = chat_model.model_copy(update={"disable_streaming": True})
+    for last in (quiet, quiet | StrOutputParser(), quiet | CommaSeparatedListOutputParser()):
+        chain = PROMPT | last
+        stock_chunks = list(chain.stream(QUESTION))
+        fast_chunks = list(accel.wrap(chain).stream(QUESTION))
+        assert len(stock_chunks) >= 1 and [type(c) for c in fast_chunks] == [type(c) for c in stock_chunks]
+        assert [getattr(c, "content", c) for c in fast_chunks] == [getattr(c, "content", c) for c in stock_chunks]
