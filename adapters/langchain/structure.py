@@ -81,7 +81,8 @@ def has_own_stream(runnable: Any) -> bool:
     whole input, as `invoke` does."""
     from langchain_core.language_models import BaseLanguageModel
     from langchain_core.output_parsers.transform import BaseTransformOutputParser
-    from langchain_core.runnables import Runnable, RunnableLambda, RunnableParallel, RunnablePassthrough, RunnableSequence
+    from langchain_core.runnables import (Runnable, RunnableBranch, RunnableLambda, RunnableParallel, RunnablePassthrough,
+                                          RunnableSequence, RunnableWithFallbacks)
     from langchain_core.runnables.passthrough import RunnableAssign, RunnablePick
 
     if state_of(runnable) is not None:  # a drop-in: its stream is its own
@@ -92,6 +93,10 @@ def has_own_stream(runnable: Any) -> bool:
         return any(has_own_stream(step) for step in runnable.steps__.values())
     if isinstance(runnable, RunnableAssign):
         return has_own_stream(runnable.mapper)
+    if isinstance(runnable, RunnableBranch):  # conditions are invoked; the taken branch streams
+        return any(has_own_stream(branch) for _, branch in runnable.branches) or has_own_stream(runnable.default)
+    if isinstance(runnable, RunnableWithFallbacks):
+        return any(has_own_stream(part) for part in (runnable.runnable, *runnable.fallbacks))
     if is_plain_binding(runnable):
         return has_own_stream(runnable.bound)
     if isinstance(runnable, BaseLanguageModel | BaseTransformOutputParser):
