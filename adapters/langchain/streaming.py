@@ -4,10 +4,10 @@ Stock `stream` of a chain ending in `ChatOpenAI` yields `AIMessageChunk`s (conte
 a last chunk with the finish metadata and, when the model streams usage, the usage); with
 `StrOutputParser()` after it, the chunks' `.text`; a completion LLM yields `str` deltas. A
 chat stream opens with an empty chunk, as the server's first event (the assistant role, no
-text) gives stock one. The
-runtime's `Delta`s become those chunks. A chain ending in a list parser that streams (comma
-separated, numbered) yields `[item]` per item, as the parser does. A chain whose output is a
-dict of known parts (a parallel, an assign) streams them as `AddableDict`s, as stock's do. Any
+text) gives stock one. The runtime's `Delta`s become those chunks. A chain ending in a list
+parser that streams (comma separated, numbered) yields `[item]` per item, as the parser does; a
+model that does not stream (`disable_streaming`) gives its answer once. A chain whose output is
+a dict of known parts (a parallel, an assign) streams them as `AddableDict`s, as stock's do. Any
 other output comes once, as stock gives a final lambda's value.
 """
 
@@ -20,8 +20,8 @@ from accel.types import Delta, Final, Part, StreamItem
 
 
 Shape = Any
-"""How a streamed output is shaped (`stream_shapes`): a chat model's result op, (the stock list
-parser that streams it item by item, whether its model does not stream), or `ONCE`."""
+"""How a streamed output is shaped (`stream_shapes`): a chat model's result op; (the stock list
+parser that streams it item by item, True when its model does not stream); or `ONCE`."""
 
 ONCE = "once"
 """A model whose stock `stream` does not stream (`disable_streaming`, `streaming=False`): its
@@ -60,7 +60,7 @@ class Chunks:
     def _stream(self, path: tuple[str, ...]) -> _Text | _Items | _Once:
         if path not in self._streams:
             shape = self._shapes.get(path)
-            if shape == ONCE:
+            if shape is ONCE:
                 self._streams[path] = _Once()
             elif isinstance(shape, tuple):
                 self._streams[path] = _Items(*shape)
