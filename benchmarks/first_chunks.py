@@ -23,17 +23,15 @@ QUESTIONS = ("How do I push an item onto a heap?", "What does bisect.insort do?"
              "How do I merge sorted iterables?")
 
 
-def rag_with_sources(config: Any, store: Any) -> Any:
+def rag_with_sources(model: Any, store: Any) -> Any:
     """The recipe as LangChain's docs write it."""
     from langchain_core.output_parsers import StrOutputParser
     from langchain_core.prompts import ChatPromptTemplate
     from langchain_core.runnables import RunnableParallel, RunnablePassthrough
 
-    from accel.examples.langchain.models import chat_model
-
     prompt = ChatPromptTemplate.from_messages([("system", "Answer from this context:\n\n{context}"), ("human", "{question}")])
     from_docs = (RunnablePassthrough.assign(context=lambda x: "\n\n".join(d.page_content for d in x["context"]))
-                 | prompt | chat_model(config) | StrOutputParser())
+                 | prompt | model | StrOutputParser())
     return RunnableParallel({"context": store.as_retriever(search_kwargs={"k": 3}), "question": RunnablePassthrough()}).assign(answer=from_docs)
 
 
@@ -54,22 +52,22 @@ def _spread(values: list[float]) -> str:
     return f"{q2:.3f} ({q1:.3f}-{q3:.3f})"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=64)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     from rich.progress import track
 
     import accel
     from accel.benchmarks.private_stack import private_stack
     from accel.examples.corpus import pydoc_documents
-    from accel.examples.langchain.models import build_index
+    from accel.examples.langchain.models import build_index, chat_model
 
     with private_stack("tiny", max_tokens=args.max_tokens) as config:
         store = build_index(config, pydoc_documents(["heapq", "bisect", "functools"]), "first_chunks")
-        stock = rag_with_sources(config, store)
+        stock = rag_with_sources(chat_model(config), store)
         apps = {"stock": stock, "accel.wrap": accel.wrap(stock)}
         for system in SYSTEMS:  # warm: connections, templates, the prefix cache of every question
             for question in QUESTIONS:

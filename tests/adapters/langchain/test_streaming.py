@@ -401,3 +401,14 @@ def test_a_model_that_does_not_stream_answers_whole_as_stock_does(chat_model, qu
         fast_chunks = list(accel.wrap(chain).stream(QUESTION))
         assert len(stock_chunks) >= 1 and [type(c) for c in fast_chunks] == [type(c) for c in stock_chunks]
         assert [getattr(c, "content", c) for c in fast_chunks] == [getattr(c, "content", c) for c in stock_chunks]
+
+
+def test_the_first_chunks_benchmark_times_the_recipe_it_names(vectorstore, chat_model, questions) -> None:
+    """`benchmarks/first_chunks.py` streams the docs' recipe: the answer's first chunk comes
+    between the first chunk and the last, stock and wrapped alike."""
+    from accel.benchmarks.first_chunks import rag_with_sources, timed_stream
+
+    chain = rag_with_sources(chat_model, vectorstore)
+    for app in (chain, accel.wrap(chain)):
+        times = timed_stream(app, questions[0])
+        assert 0 <= times["first"] <= times["answer"] <= times["last"]
