@@ -54,19 +54,28 @@ def is_plain_binding(runnable: Any) -> bool:
     return cls is RunnableBinding or cls is loaded_class("langchain_core.language_models.chat_models", "_ChatModelBinding")
 
 
+def _composed_of(runnable: Any) -> list[Any] | None:
+    """The parts of a sequence, a parallel or a plain binding, which pass calls on to them."""
+    from langchain_core.runnables import RunnableParallel, RunnableSequence
+
+    if isinstance(runnable, RunnableSequence):
+        return list(runnable.steps)
+    if isinstance(runnable, RunnableParallel):
+        return list(runnable.steps__.values())
+    if is_plain_binding(runnable):
+        return [runnable.bound]
+    return None
+
+
 def has_own_batch(runnable: Any) -> bool:
     """Whether stock `batch` / `abatch` of `runnable` reach a component whose batch differs
     from calling `invoke` per input (an LLM's single generate call, retries, fallbacks, ...)."""
-    from langchain_core.runnables import Runnable, RunnableBinding, RunnableLambda, RunnableParallel, RunnableSequence
+    from langchain_core.runnables import Runnable, RunnableLambda
 
     if state_of(runnable) is not None:  # a drop-in: its batch is its own
         return True
-    if isinstance(runnable, RunnableSequence):
-        return any(has_own_batch(step) for step in runnable.steps)
-    if isinstance(runnable, RunnableParallel):
-        return any(has_own_batch(step) for step in runnable.steps__.values())
-    if is_plain_binding(runnable):
-        return has_own_batch(runnable.bound)
+    if (parts := _composed_of(runnable)) is not None:
+        return any(has_own_batch(part) for part in parts)
     if isinstance(runnable, RunnableLambda):
         return False
     cls = type(runnable)
@@ -80,29 +89,26 @@ def has_own_stream(runnable: Any) -> bool:
     whose class streams its own way. Lambdas, passthroughs and picks call their code on the
     whole input, as `invoke` does."""
     from langchain_core.language_models import BaseLanguageModel
+    from langchain_core.output_parsers import StrOutputParser
     from langchain_core.output_parsers.transform import BaseTransformOutputParser
-    from langchain_core.runnables import (Runnable, RunnableBranch, RunnableLambda, RunnableParallel, RunnablePassthrough,
-                                          RunnableSequence, RunnableWithFallbacks)
+    from langchain_core.runnables import Runnable, RunnableBranch, RunnableLambda, RunnablePassthrough, RunnableWithFallbacks
     from langchain_core.runnables.passthrough import RunnableAssign, RunnablePick
 
     if state_of(runnable) is not None:  # a drop-in: its stream is its own
         return True
-    if isinstance(runnable, RunnableSequence):
-        return any(has_own_stream(step) for step in runnable.steps)
-    if isinstance(runnable, RunnableParallel):
-        return any(has_own_stream(step) for step in runnable.steps__.values())
+    parts = _composed_of(runnable)
     if isinstance(runnable, RunnableAssign):
-        return has_own_stream(runnable.mapper)
-    if isinstance(runnable, RunnableBranch):  # conditions are invoked; the taken branch streams
-        return any(has_own_stream(branch) for _, branch in runnable.branches) or has_own_stream(runnable.default)
-    if isinstance(runnable, RunnableWithFallbacks):
-        return any(has_own_stream(part) for part in (runnable.runnable, *runnable.fallbacks))
-    if is_plain_binding(runnable):
-        return has_own_stream(runnable.bound)
+        parts = [runnable.mapper]
+    elif isinstance(runnable, RunnableBranch):  # conditions are invoked; the taken branch streams
+        parts = [branch for _, branch in runnable.branches] + [runnable.default]
+    elif isinstance(runnable, RunnableWithFallbacks):
+        parts = [runnable.runnable, *runnable.fallbacks]
+    if parts is not None:
+        return any(has_own_stream(part) for part in parts)
+    if isinstance(runnable, RunnableLambda | RunnablePassthrough | RunnablePick | StrOutputParser):
+        return False  # a StrOutputParser after a lowered model is lowered with it; elsewhere it gets one chunk
     if isinstance(runnable, BaseLanguageModel | BaseTransformOutputParser):
         return True
-    if isinstance(runnable, RunnableLambda | RunnablePassthrough | RunnablePick):
-        return False
     cls = type(runnable)
     return cls.stream is not Runnable.stream or cls.transform is not Runnable.transform
 

@@ -52,3 +52,25 @@ def test_a_chain_with_a_model_is_not_plain_python() -> None:
     model = FakeListChatModel(responses=["hi"])
     assert not python_only(PROMPT | model | StrOutputParser())
     assert not python_only(RunnableParallel(a=RunnablePassthrough(), b=PROMPT | model))
+
+
+def test_what_streams_its_own_way_when_run_as_is() -> None:
+    """`has_own_stream`: where a stock `stream` of an opaque part yields what its `invoke` does
+    not (a model's chunks, a JSON parser's growing objects, a generator's pieces), looking
+    through sequences, parallels, assigns, branches and fallbacks; lambdas, prompts and picks
+    answer once, as `invoke` does."""
+    from langchain_core.output_parsers import JsonOutputParser
+    from langchain_core.runnables import RunnableGenerator
+
+    from accel.adapters.langchain.structure import has_own_stream
+
+    def pieces(chunks):
+        yield from chunks
+
+    model = FakeListChatModel(responses=["x"])
+    once = [*CHAINS.values(), PROMPT.with_fallbacks([PROMPT]), RunnableLambda(lambda x: x).pick("a")]
+    own = [model, PROMPT | model, JsonOutputParser(), RunnableGenerator(pieces), RunnableParallel(a=PROMPT, b=PROMPT | model),
+           RunnablePassthrough.assign(j=JsonOutputParser()), RunnableBranch((lambda v: v, PROMPT), model),
+           PROMPT.with_fallbacks([model]), model.bind(stop=["\n"])]
+    assert [has_own_stream(chain) for chain in once] == [False] * len(once)
+    assert [has_own_stream(chain) for chain in own] == [True] * len(own)

@@ -44,13 +44,19 @@ def decode_template(*, wrap: bool = False, split: str | None = None, item_stream
     return Template.from_graph(b.build())
 
 
+def decodes(b: GraphBuilder, x, names: tuple[str, ...]) -> dict:
+    """A decode per name, each prompted with its name then the input."""
+    answers = {}
+    for name in names:
+        prompt = b.add(Kind.PREFILL, f"{name}.prompt", inputs={"x": x}, op=PromptOp(parts=(name, Slot("x"))))
+        answers[name] = b.add(Kind.DECODE, f"{name}.decode", engine="llm", inputs={"prompt": prompt}, op=DecodeOp())
+    return answers
+
+
 def two_decodes_template() -> Template:
     b = GraphBuilder()
     x = b.input("x")
-    answers = {}
-    for name in ("a", "b"):
-        prompt = b.add(Kind.PREFILL, f"{name}.prompt", inputs={"x": x}, op=PromptOp(parts=(name, Slot("x"))))
-        answers[name] = b.add(Kind.DECODE, f"{name}.decode", engine="llm", inputs={"prompt": prompt}, op=DecodeOp())
+    answers = decodes(b, x, ("a", "b"))
     b.output(b.add(Kind.AGGREGATE, "both", inputs=answers, op=GatherOp("list")))
     return Template.from_graph(b.build())
 
@@ -298,10 +304,7 @@ def dict_template(*, assign: bool = False, nested: bool = False) -> Template:
     `nested`: the decodes under "answers"; `assign`: the input dict {"q", "fast"} updated with it."""
     b = GraphBuilder()
     x = b.input("x")
-    answers = {}
-    for name in ("fast", "slow"):
-        prompt = b.add(Kind.PREFILL, f"{name}.prompt", inputs={"x": x}, op=PromptOp(parts=(name, Slot("x"))))
-        answers[name] = b.add(Kind.DECODE, f"{name}.decode", engine="llm", inputs={"prompt": prompt}, op=DecodeOp())
+    answers = decodes(b, x, ("fast", "slow"))
     if nested:
         answers = {"answers": b.add(Kind.AGGREGATE, "answers", inputs=answers, op=GatherOp("dict"))}
     if assign:
