@@ -133,6 +133,13 @@ class Node:
         return self.schedule.map_port
 
     @property
+    def passthrough_port(self) -> str | None:
+        """The port whose value a node without an op forwards ("value", else its one port)."""
+        if "value" in self.inputs:
+            return "value"
+        return next(iter(self.inputs)) if len(self.inputs) == 1 else None
+
+    @property
     def batch_port(self) -> str | None:
         """The list-valued port this node is data-parallel over, if it is batchable."""
         if not self.attrs.get("batchable", self.kind in ITEMWISE_KINDS):

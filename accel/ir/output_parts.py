@@ -102,10 +102,7 @@ def through_identities(template: Template, i: int, key: str | int | None) -> tup
         node = template.nodes[i]
         if node.is_engine or _dict_parts(template, i) is not None:
             break
-        if node.op is not None:
-            port = getattr(node.op, "value_port", None)
-        else:
-            port = "value" if "value" in node.inputs else (next(iter(node.inputs)) if len(node.inputs) == 1 else None)
+        port = getattr(node.op, "value_port", None) if node.op is not None else node.passthrough_port
         sources = [(src, k) for p, src, k in template.port_refs[i] if p == port]
         if port is None or len(sources) != 1:
             break

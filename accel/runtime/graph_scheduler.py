@@ -7,7 +7,7 @@ is no polling and no sleeping: everything waits on futures. A failing node raise
 exception out of `run`, and the TaskGroup cancels the query's other work (engine schedulers
 turn that into aborts); other queries never see it. With `on_item`, the plan's text source
 (the Decode whose text is the query's output) is streamed and each text delta handed over, or
-an output dict's parts (`Plan.parts`), each as soon as its node finishes.
+an output dict's parts (`Plan.parts_at`), each as soon as its node finishes.
 """
 
 from __future__ import annotations

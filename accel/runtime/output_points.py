@@ -1,6 +1,6 @@
 """Where a streamed query's output comes from while it runs: the Decodes whose text streams
 (the output's own, the text a streamed list is parsed from, or an output dict's parts) and the
-nodes whose values are output dict parts (`Plan.parts`, `accel.ir.output_parts`). A query's
+nodes whose values are output dict parts (`Plan.parts_at`, `accel.ir.output_parts`). A query's
 graph scheduler hands them each delta and each finished value; they make the stream's
 `Delta`s and `Part`s."""
 
@@ -10,29 +10,19 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from accel.ir.output_parts import DictPart
 from accel.runtime.plan import Plan
 from accel.types import Delta, Part, StreamItem
 
 
 class OutputPoints:
-    """One streamed query's output points, decided from its plan."""
+    """One streamed query's output points: its plan's (`Plan.output_taps`, `Plan.parts_at`,
+    decided once per template), and where their items go."""
 
     def __init__(self, plan: Plan, on_item: Callable[[StreamItem], None]) -> None:
         self.plan = plan
         self.on_item = on_item
-        self.taps: dict[int, tuple[tuple[str, ...], ...]] = {}
-        """Decode index -> the output paths its deltas go to (() is the output itself)."""
-        self.parts_at: dict[int, tuple[DictPart, ...]] = {}
-        """Node index -> the output dict parts its value makes."""
-        if not plan.parts:
-            source = plan.text_source if plan.text_source >= 0 else plan.item_source
-            if source >= 0:
-                self.taps[source] = ((),)
-        for part, source in zip(plan.parts, plan.part_texts, strict=True):
-            if source >= 0:
-                self.taps[source] = (*self.taps.get(source, ()), part.path)
-            self.parts_at[part.node] = (*self.parts_at.get(part.node, ()), part)
+        self.taps = plan.output_taps
+        self.parts_at = plan.parts_at
 
     def delta(self, i: int, text: str) -> None:
         for path in self.taps[i]:

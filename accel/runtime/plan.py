@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import enum
 import inspect
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from accel.ir.expand import engines_of
 from accel.ir.kinds import Kind
@@ -47,14 +48,14 @@ class Plan:
     text_source: int = -1
     """Index of the Decode whose generated text the Output carries unchanged, or -1: the node
     `Runtime.stream` streams deltas from (see the text streaming contract in `accel.ir.ops`)."""
-    parts: tuple[DictPart, ...] = ()
-    """The parts of an Output dict (`accel.ir.output_parts`): `Runtime.stream` streams each as
-    soon as it is known, instead of the value once."""
-    part_texts: tuple[int, ...] = ()
-    """Per part, the Decode whose text (or items parsed from it: `streams_items`) it carries
-    unchanged, its deltas streamed, or -1."""
     item_source: int = -1
     """Index of the split Decode whose streamed items the Output is (its text deltas stream), or -1."""
+    output_taps: Mapping[int, tuple[tuple[str, ...], ...]] = field(default_factory=dict, hash=False)
+    """What `Runtime.stream` streams deltas from: Decode index -> the output paths its deltas go
+    to (() the output itself: the text or item source; else an output dict's text parts)."""
+    parts_at: Mapping[int, tuple[DictPart, ...]] = field(default_factory=dict, hash=False)
+    """Node index -> the parts of an Output dict its value makes (`accel.ir.output_parts`),
+    streamed as soon as it finishes instead of the value once."""
 
 
 def _base_mode(node: Node) -> Mode:
@@ -91,7 +92,9 @@ def build_plan(template: Template) -> Plan:
             produces[i] = node.streams
     pending = [count - (1 if mapped[i] >= 0 else 0) for i, count in enumerate(template.pred_count)]
     output = template.index[template.output]
-    parts = dict_layout(template)
+    text_source = _text_source(template, modes, mapped, output)
+    item_source = _item_source(template, modes, mapped, through_identities(template, output, None)[0])
+    taps, parts_at = _output_points(template, modes, mapped, text_source if text_source >= 0 else item_source)
     return Plan(
         template=template,
         modes=tuple(modes),
@@ -102,11 +105,28 @@ def build_plan(template: Template) -> Plan:
         engines=frozenset(engines_of(nodes)),
         roots=tuple(i for i, count in enumerate(pending) if count == 0),
         output=output,
-        text_source=_text_source(template, modes, mapped, output),
-        parts=parts,
-        part_texts=tuple(-1 if part.merge or part.key is not None else _stream_source(template, modes, mapped, part.node) for part in parts),
-        item_source=_item_source(template, modes, mapped, through_identities(template, output, None)[0]),
+        text_source=text_source,
+        item_source=item_source,
+        output_taps=taps,
+        parts_at=parts_at,
     )
+
+
+def _output_points(template: Template, modes: list[Mode], mapped: list[int],
+                   source: int) -> tuple[dict[int, tuple[tuple[str, ...], ...]], dict[int, tuple[DictPart, ...]]]:
+    """(`Plan.output_taps`, `Plan.parts_at`): an Output dict's parts, each text part's Decode
+    among the taps; else the output's own text or item source."""
+    parts = dict_layout(template)
+    if not parts:
+        return ({source: ((),)} if source >= 0 else {}), {}
+    taps: dict[int, tuple[tuple[str, ...], ...]] = {}
+    parts_at: dict[int, tuple[DictPart, ...]] = {}
+    for part in parts:
+        decode = -1 if part.merge or part.key is not None else _stream_source(template, modes, mapped, part.node)
+        if decode >= 0:
+            taps[decode] = (*taps.get(decode, ()), part.path)
+        parts_at[part.node] = (*parts_at.get(part.node, ()), part)
+    return taps, parts_at
 
 
 def _text_source(template: Template, modes: list[Mode], mapped: list[int], i: int) -> int:
@@ -118,7 +138,7 @@ def _text_source(template: Template, modes: list[Mode], mapped: list[int], i: in
             return i if getattr(node.op, "streams_text", False) else -1
         if node.is_engine:
             return -1
-        port = getattr(node.op, "text_port", None) if node.op is not None else _passthrough_port(node)
+        port = getattr(node.op, "text_port", None) if node.op is not None else node.passthrough_port
         sources = [(src, key) for p, src, key in template.port_refs[i] if p == port]
         if port is None or len(sources) != 1 or sources[0][1] is not None:
             return -1
@@ -136,10 +156,3 @@ def _stream_source(template: Template, modes: list[Mode], mapped: list[int], i: 
     """The Decode whose items or text node i carries unchanged, or -1."""
     items = _item_source(template, modes, mapped, i)
     return items if items >= 0 else _text_source(template, modes, mapped, i)
-
-
-def _passthrough_port(node: Node) -> str | None:
-    """The port a node without an op forwards (the graph scheduler's passthrough)."""
-    if "value" in node.inputs:
-        return "value"
-    return next(iter(node.inputs)) if len(node.inputs) == 1 else None

@@ -133,7 +133,7 @@ class Runtime:
     ) -> AsyncIterator[StreamItem]:
         """Run one query, yielding the text `Delta`s of the Decode whose text is its output (if
         the output is one, see `Plan.text_source`) as they are generated, or an output dict's
-        `Part`s as each is known (`Plan.parts`), then `Final(value)`.
+        `Part`s as each is known (`Plan.parts_at`), then `Final(value)`.
         Leaving early cancels the query and aborts its engine requests before returning; a
         failing node raises its own exception from the iterator."""
         return stream_query(lambda on_item: self._execute(template, inputs, query_id, priority, on_item, watcher))
