@@ -154,7 +154,7 @@ class QueryTrace:
             self.drop(span, err)
 
 
-def _listening() -> bool:
+def listening() -> bool:
     """Whether any dispatcher has a handler that is not a null one."""
     return any(not isinstance(h, (NullEventHandler, NullSpanHandler))
                for d in instrument.root_manager.dispatchers.values() for h in (*d.event_handlers, *d.span_handlers))
@@ -164,7 +164,7 @@ def _listening() -> bool:
 def traced(bundle: QueryBundle, *, asynchronous: bool, retrieval: bool = True) -> Iterator[None]:
     """Trace the query run inside, under the caller's active span (the engine's `_query`).
     `retrieval=False`: the top-level retriever's span and events are stock code's own."""
-    if not _listening():
+    if not listening():
         yield
         return
     trace = QueryTrace(bundle, asynchronous, active_span_id.get(), retrieval=retrieval)

@@ -139,15 +139,22 @@ class _Attach:
 
 
 def fire_embedding_events(embed_model: Any, texts: list[str], vectors: list[list[float]], batch_size: int) -> None:
-    """EmbeddingStart/End pairs as `get_text_embedding_batch` dispatches them, one per batch."""
+    """EmbeddingStart/End pairs as `get_text_embedding_batch` dispatches them, one per batch,
+    each around the EMBEDDING event it reports to the model's callback manager (what the docs'
+    `TokenCountingHandler` counts embedding tokens from)."""
     import llama_index.core.instrumentation as instrument
+    from llama_index.core.callbacks import CBEventType, EventPayload
     from llama_index.core.instrumentation.events.embedding import EmbeddingEndEvent, EmbeddingStartEvent
 
     dispatcher = instrument.get_dispatcher("llama_index.core.base.embeddings.base")
     model_dict = embed_model.to_payload() if hasattr(embed_model, "to_payload") else embed_model.to_dict()
+    manager = getattr(embed_model, "callback_manager", None)
     for start in range(0, len(texts), max(1, batch_size)):
         chunk = slice(start, start + batch_size)
         dispatcher.event(EmbeddingStartEvent(model_dict=model_dict))
+        if manager is not None and manager.handlers:
+            with manager.event(CBEventType.EMBEDDING, payload={EventPayload.SERIALIZED: model_dict}) as event:
+                event.on_end(payload={EventPayload.CHUNKS: texts[chunk], EventPayload.EMBEDDINGS: vectors[chunk]})
         dispatcher.event(EmbeddingEndEvent(chunks=texts[chunk], embeddings=vectors[chunk]))
 
 

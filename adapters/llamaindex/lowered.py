@@ -25,7 +25,7 @@ from accel.adapters.common.dropin import DropInState, state_of
 from accel.registry import TemplateCompiler
 from accel.types import Identity, TemplateBuild
 
-from . import events
+from . import callbacks, events
 from .dropin import make_dropin
 from .retrieval import plan_retrieval
 
@@ -42,6 +42,15 @@ def _lowerable(bundle: Any) -> bool:
     return bundle.embedding is None and bundle.custom_embedding_strs is None and bool(bundle.query_str)
 
 
+def _heard_by_stock_listeners(component: Any) -> bool:
+    """Whether a legacy callback handler listens to `component` or the parts it calls
+    (`callbacks`): its stock code then answers, counted."""
+    handlers = callbacks.listeners(callbacks.components(component))
+    if handlers:
+        callbacks.answered_by_stock(type(component).__name__, handlers)
+    return bool(handlers)
+
+
 # ---- retrievers ---------------------------------------------------------------------------------
 
 
@@ -50,14 +59,14 @@ def _retriever_overrides(cls: type) -> dict[str, Any]:
 
     def _retrieve(self: Any, query_bundle: Any) -> Any:
         found = state_of(self)
-        if not _lowerable(query_bundle):
+        if not _lowerable(query_bundle) or _heard_by_stock_listeners(self):
             return own_sync(self, query_bundle)
         with events.traced(query_bundle, asynchronous=False, retrieval=False):
             return found.session.run(found.helper, {"query": query_bundle.query_str})
 
     async def _aretrieve(self: Any, query_bundle: Any) -> Any:
         found = state_of(self)
-        if not _lowerable(query_bundle):
+        if not _lowerable(query_bundle) or _heard_by_stock_listeners(self):
             return await own_async(self, query_bundle)
         with events.traced(query_bundle, asynchronous=True, retrieval=False):
             return await found.session.arun(found.helper, {"query": query_bundle.query_str})

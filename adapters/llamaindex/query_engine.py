@@ -31,7 +31,7 @@ from accel.scope import WrappedRun, wrapped_run
 from accel.types import Identity, TemplateBuild
 from accel.engines.errors import EngineError, PromptTooLong
 
-from . import events
+from . import callbacks, events
 from .bindings import Unbound, bind_llm
 from .errors import stock_embed_error, stock_error, stock_llm_error, stock_vectordb_error
 from .prompts import QUERY_PORT, PlanMismatch
@@ -64,6 +64,7 @@ class LoweredQuery:
         self._retrieval: RetrievalPlan = plan_retrieval(original._retriever, original._node_postprocessors)
         self._synthesis, self._synth_opaque = self._plan_synthesis(original._response_synthesizer)
         self._templates: dict[Hashable, Any] = {}
+        self._components = callbacks.components(original)
 
     # ---- planning -----------------------------------------------------------------------------
 
@@ -139,7 +140,21 @@ class LoweredQuery:
 
     def _lowerable(self, bundle: QueryBundle) -> bool:
         # an empty query has no embedding strings: stock then searches with no vector (and fails its own way)
-        return bundle.embedding is None and bundle.custom_embedding_strs is None and bool(bundle.query_str)
+        if bundle.embedding is not None or bundle.custom_embedding_strs is not None or not bundle.query_str:
+            return False
+        return not self._heard_by_stock_listeners()
+
+    def _heard_by_stock_listeners(self) -> bool:
+        """Whether a listener needs stock code's own reports: a legacy callback handler on a
+        component (`callbacks`), or an instrumentation handler on a streamed response (its LLM
+        events fire while the tokens are read, after the query returned; the lowered stream
+        reports none). Counted; the stock engine then answers, its engine calls captured."""
+        handlers = callbacks.listeners(self._components)
+        if not handlers and self._synthesis is not None and self._synthesis.streaming and events.listening():
+            handlers = ["an instrumentation handler on a streamed response"]
+        if handlers:
+            callbacks.answered_by_stock(type(self._original).__name__, handlers)
+        return bool(handlers)
 
     def answer(self, query_bundle: QueryBundle) -> Any:
         """The response to `query_bundle`, as the engine's own `_query` makes it."""
@@ -255,7 +270,8 @@ class LoweredQuery:
         lines.append(f"{'query' if self._one_graph else 'retrieval'} e-graph: {len(graph)} nodes, passes {graph.meta['passes']}")
         lines += [f"  {name} [{template.nodes[i].kind}] depth {template.depth[i]}" for i, name in enumerate(template.order)]
         lines += [f"  note: {note}" for note in graph.meta["notes"]]
-        lines += [*self._session.warmup_lines(), *self._session.speculation_lines(), *rerank_miss_lines()]
+        lines += [*self._session.warmup_lines(), *self._session.speculation_lines(), *rerank_miss_lines(),
+                  *callbacks.explain_lines()]
         return "\n".join(lines)
 
 
