@@ -99,6 +99,10 @@ class Generation:
     cached_tokens: int = 0
     finish_reason: str | None = None
     request_id: str | None = None
+    response: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    """An OpenAI server's response fields besides the choices (`id`, `created`, `model`,
+    `system_fingerprint`, `usage` as sent), what a framework's own response parser reads to
+    build its message's metadata; None from engines that are no OpenAI server."""
 
 
 @dataclass

@@ -103,7 +103,7 @@ class ModelLowering:
         self.close_run(run, None)
         self.note(model, True, f"Decode on {engine}" + (f", output parsed as {split}" if split else ""))
         if op.result == "generation":
-            shape = ChatResult(binding.model_name, text=split == "str", stream_usage=binding.streams_usage)
+            shape = ChatResult(binding.model_name, text=split == "str", stream_usage=binding.streams_usage, model=binding.model)
             return self.add(Kind.CALL, "message", inputs={"generation": decode}, op=shape), run
         return decode, run
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from accel.adapters.common.rerank_ahead import using
@@ -14,6 +14,8 @@ from accel.engines.base import Generation, SamplingParams, SearchHit, TableLayou
 from accel.engines.embed_server import ServerEmbedRequest
 from accel.engines.embeddings import EmbedRequest
 from accel.engines.errors import InvalidRequest
+
+from .messages import message_id, plain_message, stock_result, streamed_metadata
 
 # ---- opaque framework code ---------------------------------------------------------------
 
@@ -352,21 +354,21 @@ class ChatResult:
     text: bool = False
     stream_usage: bool = False
     """Whether the stock model's `stream` reports usage (its `stream_usage` setting)."""
+    model: Any = field(default=None, compare=False, repr=False)
+    """The stock model, whose own response parser builds the message (`messages.stock_result`)."""
     blocking: bool = False
     text_port: ClassVar[str] = "generation"  # the message carries the generated text as is
 
     def compute(self, values: dict[str, Any]) -> Any:
-        from langchain_core.messages import AIMessage
-
-        generation: Generation = values["generation"]
-        usage = {
-            "input_tokens": generation.prompt_tokens,
-            "output_tokens": generation.completion_tokens,
-            "total_tokens": generation.prompt_tokens + generation.completion_tokens,
-        }
-        metadata = {"model_name": self.model_name, "finish_reason": generation.finish_reason, "model_provider": "openai"}
-        message = AIMessage(content=generation.text, response_metadata=metadata, usage_metadata=usage)
+        message = self.message(values["generation"])
         return message.text if self.text else message
+
+    def message(self, generation: Generation, run_id: Any = None) -> Any:
+        """The stock model's answer (metadata and id included) for `generation`."""
+        result = stock_result(self.model, generation)
+        message = result.generations[0].message if result is not None else plain_message(self.model_name, generation)
+        message.id = message_id(run_id)
+        return message
 
     def chunk(self, delta: str) -> Any:
         """One streamed piece as the stock model streams it: an `AIMessageChunk`, or its
@@ -382,8 +384,8 @@ class ChatResult:
         from langchain_core.messages import AIMessageChunk
 
         usage = message.usage_metadata if self.stream_usage else None
-        return AIMessageChunk(content=rest, response_metadata=dict(message.response_metadata), usage_metadata=usage,
-                              chunk_position="last")
+        return AIMessageChunk(content=rest, response_metadata=streamed_metadata(message, self.model_name, stream_usage=self.stream_usage),
+                              usage_metadata=usage, chunk_position="last")
 
 
 def sampling_params(payload: dict[str, Any]) -> SamplingParams:

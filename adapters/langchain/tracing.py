@@ -64,11 +64,9 @@ def close_run(tree: RunTree, spec: RunSpec, run: _Run, value: Any) -> None:
     from langchain_core.outputs import LLMResult
 
     if spec.kind == "llm":
-        generation, run.output = _model_result(spec, value, chunked=tree.ends_in_chunk(spec.id))
-        usage = {"prompt_tokens": value.prompt_tokens, "completion_tokens": value.completion_tokens,
-                 "total_tokens": value.prompt_tokens + value.completion_tokens} if value is not None else {}
-        result = LLMResult(generations=[[generation]] if generation is not None else [[]],
-                           llm_output={"token_usage": usage, "model_name": spec.binding.model_name})
+        run_id = run.managers[0].run_id if run.managers else None
+        generation, run.output, llm_output = _model_result(spec, value, chunked=tree.ends_in_chunk(spec.id), run_id=run_id)
+        result = LLMResult(generations=[[generation]] if generation is not None else [[]], llm_output=llm_output)
         for manager in run.managers:
             manager.on_llm_end(result)
         return
@@ -130,25 +128,39 @@ def _open_model(spec: RunSpec, config: dict[str, Any], value: Any) -> list[Any]:
                                 name=config.get("run_name"), batch_size=1)
 
 
-def _model_result(spec: RunSpec, generation: Any, *, chunked: bool) -> tuple[Any, Any]:
-    """(the generation `on_llm_end` reports, the model's output: an AIMessage or the text). A
-    model a stock `stream` reached reports its chunks merged (`chunked`), as `stream` does."""
+def _model_result(spec: RunSpec, generation: Any, *, chunked: bool, run_id: Any = None) -> tuple[Any, Any, Any]:
+    """(the generation `on_llm_end` reports, the model's output: an AIMessage or the text, the
+    result's `llm_output`). A model a stock `stream` reached reports its chunks merged
+    (`chunked`), as `stream` does, with no `llm_output`; `invoke` reports what the stock model's
+    own response parser gives (`messages.stock_result`: the server's token usage, id, ...)."""
     from langchain_core.messages import AIMessageChunk
     from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, Generation, GenerationChunk
 
-    from accel.adapters.langchain.ops import ChatResult
+    from accel.adapters.langchain.messages import message_id, plain_message, stock_result, streamed_metadata
 
     if generation is None:
-        return None, None
+        return None, None, None
     info = {"finish_reason": generation.finish_reason, "logprobs": None}
+    counts = {"prompt_tokens": generation.prompt_tokens, "completion_tokens": generation.completion_tokens,
+              "total_tokens": generation.prompt_tokens + generation.completion_tokens}
     if not spec.binding.chat:
-        return (GenerationChunk if chunked else Generation)(text=generation.text, generation_info=info), generation.text
-    message = ChatResult(spec.binding.model_name).compute({"generation": generation})
-    if not chunked:
-        return ChatGeneration(message=message, generation_info=info), message
-    usage = message.usage_metadata if spec.binding.streams_usage else None
-    chunk = AIMessageChunk(content=message.content, response_metadata=dict(message.response_metadata), usage_metadata=usage)
-    return ChatGenerationChunk(message=chunk, generation_info=info), chunk
+        if chunked:
+            return GenerationChunk(text=generation.text, generation_info=info), generation.text, None
+        return Generation(text=generation.text, generation_info=info), generation.text, {"token_usage": counts, "model_name": spec.binding.model_name}
+    result = stock_result(spec.binding.model, generation)
+    if chunked:
+        message = result.generations[0].message if result is not None else plain_message(spec.binding.model_name, generation)
+        usage = message.usage_metadata if spec.binding.streams_usage else None
+        chunk = AIMessageChunk(content=message.content, response_metadata=streamed_metadata(message, spec.binding.model_name, stream_usage=spec.binding.streams_usage),
+                               usage_metadata=usage, id=message_id(run_id, streamed=True))
+        return ChatGenerationChunk(message=chunk, generation_info=info), chunk, None
+    if result is None:
+        message = plain_message(spec.binding.model_name, generation)
+        message.id = message_id(run_id)
+        return ChatGeneration(message=message, generation_info=info), message, {"token_usage": counts, "model_name": spec.binding.model_name}
+    stock = result.generations[0]
+    stock.message.id = message_id(run_id)
+    return stock, stock.message, result.llm_output
 
 
 def _open_retrievals(retriever: Any, config: dict[str, Any], value: Any, each: bool) -> list[Any]:

@@ -223,6 +223,7 @@ class OpenAIServerEngine(LLMEngine):
         text: list[str] = []
         finish_reason = None
         final = False
+        head: dict[str, Any] = {}
         try:
             async with client.stream("POST", url, json=body, headers={"X-Request-Id": request_id}) as response:
                 if response.status_code >= 400:
@@ -230,6 +231,7 @@ class OpenAIServerEngine(LLMEngine):
                     raise self._http_error(response)
                 self._streams[request_id] = response
                 async for event in _events(response):
+                    head.update(_head(event))  # vLLM stamps some (the fingerprint) on its last chunks only
                     if event.get("choices"):
                         choice = event["choices"][0]
                         delta = (choice.get("delta") or {}).get("content") if chat else choice.get("text")
@@ -240,7 +242,7 @@ class OpenAIServerEngine(LLMEngine):
                     if event.get("usage"):
                         final = True
                         yield GenerationChunk(delta="", finished=True,
-                                              generation=_generation(event["usage"], text, finish_reason, request_id))
+                                              generation=_generation(event["usage"], text, finish_reason, request_id, head))
             if request_id in self._aborted:  # the stream was closed under us without an error
                 raise asyncio.CancelledError(f"request {request_id} was aborted")
             if not final:  # every finished stream ends with its usage: this one was cut off
@@ -397,7 +399,16 @@ async def _events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
         yield event
 
 
-def _generation(usage: dict[str, Any], text: list[str], finish_reason: str | None, request_id: str) -> Generation:
+_HEAD_FIELDS = ("id", "created", "model", "system_fingerprint", "service_tier")
+
+
+def _head(event: dict[str, Any]) -> dict[str, Any]:
+    """A response's fields besides its choices and usage, those the event carries."""
+    return {key: event[key] for key in _HEAD_FIELDS if event.get(key) is not None}
+
+
+def _generation(usage: dict[str, Any], text: list[str], finish_reason: str | None, request_id: str,
+                head: dict[str, Any] | None = None) -> Generation:
     details = usage.get("prompt_tokens_details") or {}
     return Generation(
         text="".join(text),
@@ -406,6 +417,7 @@ def _generation(usage: dict[str, Any], text: list[str], finish_reason: str | Non
         cached_tokens=details.get("cached_tokens") or 0,
         finish_reason=finish_reason,
         request_id=request_id,
+        response={**(head or {}), "usage": usage},
     )
 
 
@@ -413,7 +425,7 @@ def _whole_generation(payload: dict[str, Any], chat: bool, request_id: str) -> G
     """A non-streamed completion's JSON as a `Generation`."""
     choice = (payload.get("choices") or [{}])[0]
     text = (choice.get("message") or {}).get("content") if chat else choice.get("text")
-    return _generation(payload.get("usage") or {}, [text or ""], choice.get("finish_reason"), request_id)
+    return _generation(payload.get("usage") or {}, [text or ""], choice.get("finish_reason"), request_id, _head(payload))
 
 
 def _error_message(response: httpx.Response) -> str:

@@ -253,8 +253,13 @@ class TwinLLMServer:
         return JSONResponse({**head, "choices": [choice], "system_fingerprint": FINGERPRINT, "usage": self._usage(gen)})
 
     async def _sse(self, gen: Generation, head: dict[str, Any], chat: bool, usage: bool) -> AsyncIterator[str]:
+        # vLLM's chat stream stamps its fingerprint on the terminal chunk, or with usage
+        # requested on the usage chunk instead (langchain-openai reads it from the former)
+        stamp = {"system_fingerprint": FINGERPRINT} if chat else {}
+
         def event(choice: dict[str, Any]) -> str:
-            return f"data: {_json({**head, 'choices': [choice]})}\n\n"
+            terminal = stamp if choice["finish_reason"] is not None and not usage else {}
+            return f"data: {_json({**head, 'choices': [choice], **terminal})}\n\n"
 
         if chat:
             yield event({"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None})
@@ -273,7 +278,7 @@ class TwinLLMServer:
             yield event({"index": 0, **content, "logprobs": None, "finish_reason": gen.finish_reason,
                          "stop_reason": gen.stop_reason})
         if usage:
-            yield f"data: {_json({**head, 'choices': [], 'usage': self._usage(gen)})}\n\n"
+            yield f"data: {_json({**head, 'choices': [], 'usage': self._usage(gen), **stamp})}\n\n"
         yield "data: [DONE]\n\n"
 
     # ---- the small routes ----
