@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from accel.adapters.common.openai_response import rebuilt_response
 from accel.engines.base import Generation
 
 log = logging.getLogger("accel.adapters.langchain.messages")
@@ -27,15 +28,8 @@ def stock_result(model: Any, generation: Generation) -> Any | None:
     parse = getattr(model, "_create_chat_result", None)
     if parse is None or generation.response is None:
         return None
-    import openai
-
-    body = {**generation.response, "object": "chat.completion",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": generation.text},
-                         "finish_reason": generation.finish_reason, "logprobs": None}]}
-    try:  # built as the SDK builds the stock call's response (`construct_type`: no validation)
-        from openai._models import construct_type
-
-        result = parse(construct_type(type_=openai.types.chat.ChatCompletion, value=body))
+    try:
+        result = parse(rebuilt_response(generation, chat=True))
     except Exception as err:  # noqa: BLE001 - a response the parser refuses: the plain message, logged
         log.warning("%s could not parse the response accel rebuilt (%s: %s); its message keeps the text and counts only",
                     type(model).__name__, type(err).__name__, err)

@@ -396,7 +396,7 @@ def llm_started(llm: Any, prompt: Any, *, template: Any = None, template_args: d
         trace.keep(("llm", _key(prompt)), (predict, call, messages))
 
 
-def llm_ended(prompt: Any, text: str) -> None:
+def llm_ended(prompt: Any, text: str, generation: Any = None) -> None:
     from llama_index.core.base.llms.types import ChatMessage, ChatResponse, CompletionResponse
 
     trace = _current.get()
@@ -404,16 +404,31 @@ def llm_ended(prompt: Any, text: str) -> None:
     if found is None:
         return
     predict, call, sent = found
-    if isinstance(sent, str):
-        response: Any = CompletionResponse(text=text)
+    chat = not isinstance(sent, str)
+    raw, counts = _raw_response(call.instance, generation, chat)
+    if not chat:
+        response: Any = CompletionResponse(text=text, raw=raw, additional_kwargs=counts)
         trace.event(call, LLMCompletionEndEvent, prompt=sent, response=response)
     else:
-        response = ChatResponse(message=ChatMessage(role="assistant", content=text))
+        response = ChatResponse(message=ChatMessage(role="assistant", content=text), raw=raw, additional_kwargs=counts)
         trace.event(call, LLMChatEndEvent, messages=sent, response=response)
     trace.exit(call, response)
     if predict is not None:
         trace.event(predict, LLMPredictEndEvent, output=text)
         trace.exit(predict, text)
+
+
+def _raw_response(llm: Any, generation: Any, chat: bool) -> tuple[Any, dict[str, Any]]:
+    """(`raw`, `additional_kwargs`) of the LLM's response as its OpenAI client makes them: the
+    SDK's response object (rebuilt from the server's fields) and the token counts it reports
+    (`_get_response_token_counts`), what handlers such as OpenInference's read token usage from."""
+    from accel.adapters.common.openai_response import rebuilt_response
+
+    if generation is None or getattr(generation, "response", None) is None:
+        return None, {}
+    raw = rebuilt_response(generation, chat=chat)
+    count = getattr(llm, "_get_response_token_counts", None)
+    return raw, (count(raw) if count is not None else {})
 
 
 @dataclass(frozen=True)
@@ -423,5 +438,5 @@ class PredictDecodeOp(DecodeOp):
 
     def output(self, values: dict[str, Any], results: list[Any]) -> Any:
         text = super().output(values, results)
-        llm_ended(values[self.port], text)
+        llm_ended(values[self.port], text, results[0])
         return text

@@ -84,7 +84,7 @@ class QueryLinesOp:
 
     def output(self, values: dict[str, Any], results: list[Any]) -> list[str]:
         (generation,) = results
-        events.llm_ended(values["prompt"], generation.text)
+        events.llm_ended(values["prompt"], generation.text, generation)
         return [values[QUERY_PORT], *parse_queries(generation.text, self.limit)]
 
     def streamed(self) -> StreamedQueryLinesOp:

@@ -102,6 +102,15 @@ def same_items(ours: list[Any], stock: list[Any]) -> bool:
     return not left
 
 
+def usage(response: Any) -> tuple[Any, ...]:
+    """What observability handlers read token usage from: the SDK response's `usage` (cached
+    tokens aside: the prefix cache holds what the other system's requests left) and the token
+    counts in `additional_kwargs`."""
+    raw = response.raw
+    sent = None if raw is None else (type(raw).__name__, raw.usage.prompt_tokens, raw.usage.completion_tokens, raw.model)
+    return sent, response.additional_kwargs
+
+
 def payload(event: Any) -> Any:
     """What a handler reads from each event, in comparable form (vectors and scores `Close`)."""
     name = event.class_name()
@@ -119,9 +128,10 @@ def payload(event: Any) -> Any:
         "LLMPredictStartEvent": lambda: (event.template.format(**event.template_args), event.template_args),
         "LLMPredictEndEvent": lambda: event.output,
         "LLMCompletionStartEvent": lambda: (event.prompt, event.additional_kwargs, event.model_dict),
-        "LLMCompletionEndEvent": lambda: (event.prompt, event.response.text),
+        "LLMCompletionEndEvent": lambda: (event.prompt, event.response.text, usage(event.response)),
         "LLMChatStartEvent": lambda: ([(m.role, m.content) for m in event.messages], event.model_dict),
-        "LLMChatEndEvent": lambda: ([(m.role, m.content) for m in event.messages], event.response.message.content),
+        "LLMChatEndEvent": lambda: ([(m.role, m.content) for m in event.messages], event.response.message.content,
+                                    usage(event.response)),
     }
     return name, fields.get(name, lambda: None)()
 
