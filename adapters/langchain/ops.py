@@ -360,8 +360,9 @@ class ChatResult:
     text_port: ClassVar[str] = "generation"  # the message carries the generated text as is
 
     def compute(self, values: dict[str, Any]) -> Any:
-        message = self.message(values["generation"])
-        return message.text if self.text else message
+        if self.text:  # the parser keeps the text alone: no need for the metadata (~0.1 ms a call)
+            return plain_message(self.model_name, values["generation"]).text
+        return self.message(values["generation"])
 
     def message(self, generation: Generation, run_id: Any = None) -> Any:
         """The stock model's answer (metadata and id included) for `generation`."""
