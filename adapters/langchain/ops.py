@@ -371,22 +371,23 @@ class ChatResult:
         message.id = message_id(run_id)
         return message
 
-    def chunk(self, delta: str) -> Any:
-        """One streamed piece as the stock model streams it: an `AIMessageChunk`, or its
-        `.text` once StrOutputParser has parsed it."""
+    def chunk(self, delta: str, stream_id: str | None = None) -> Any:
+        """One streamed piece as the stock model streams it: an `AIMessageChunk` (every chunk
+        of one stream carrying its run's id, `stream_id`), or its `.text` once StrOutputParser
+        has parsed it."""
         from langchain_core.messages import AIMessageChunk
 
-        chunk = AIMessageChunk(content=delta, response_metadata={"model_provider": "openai"})
+        chunk = AIMessageChunk(content=delta, response_metadata={"model_provider": "openai"}, id=stream_id)
         return chunk.text if self.text else chunk
 
-    def last_chunk(self, message: Any, rest: str) -> Any:
+    def last_chunk(self, message: Any, rest: str, stream_id: str | None = None) -> Any:
         """The closing `AIMessageChunk`: the text not streamed yet (normally none), the finish
         metadata, and the usage when the stock model would stream it."""
         from langchain_core.messages import AIMessageChunk
 
         usage = message.usage_metadata if self.stream_usage else None
         return AIMessageChunk(content=rest, response_metadata=streamed_metadata(message, self.model_name, stream_usage=self.stream_usage),
-                              usage_metadata=usage, chunk_position="last")
+                              usage_metadata=usage, chunk_position="last", id=stream_id)
 
 
 def sampling_params(payload: dict[str, Any]) -> SamplingParams:

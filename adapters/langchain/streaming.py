@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from accel.adapters.langchain.messages import message_id
 from accel.adapters.langchain.ops import ChatResult
 from accel.types import Delta, Final, Part, StreamItem
 
@@ -87,22 +88,24 @@ class _Text:
         self._chat = chat
         self._streamed: list[str] = []
         self._opened = False
+        # stock's stream sets its run's id on every message chunk (a run nobody traces here)
+        self._id = message_id(streamed=True) if chat is not None and not chat.text else None
 
     def _opening(self) -> list[Any]:
-        opening = [self._chat.chunk("")] if self._chat is not None and not self._opened else []
+        opening = [self._chat.chunk("", self._id)] if self._chat is not None and not self._opened else []
         self._opened = True
         return opening
 
     def delta(self, text: str) -> list[Any]:
         opening = self._opening()
         self._streamed.append(text)
-        return opening + [text if self._chat is None else self._chat.chunk(text)]
+        return opening + [text if self._chat is None else self._chat.chunk(text, self._id)]
 
     def end(self, value: Any) -> list[Any]:
         opening = self._opening()
         if self._chat is not None and not self._chat.text:
             rest = value.content[len("".join(self._streamed)):]
-            return opening + [self._chat.last_chunk(value, rest)]
+            return opening + [self._chat.last_chunk(value, rest, self._id)]
         return [] if self._streamed else opening + [value]
 
 

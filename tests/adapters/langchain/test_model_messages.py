@@ -4,7 +4,8 @@ engines: `response_metadata` (the server's `token_usage`, completion `id`, `syst
 tokens) and `output_token_details`, `additional_kwargs` (the SDK's `refusal`) and an id made
 from the run's id; and the token-usage callbacks the LangChain docs use
 (`get_usage_metadata_callback`, `get_openai_callback`) count what they count on stock, for
-`invoke`, `batch` and `stream` (where stock's count is 0 unless the model streams its usage).
+`invoke`, `batch` and `stream` (where stock's count is 0 unless the model streams its usage,
+and every chunk carries the run's id).
 
 Before the fix a wrapped `prompt | model` gave `response_metadata` with three keys, no token
 details, no `refusal`, id None, and `get_usage_metadata_callback` counted nothing; a streamed
@@ -89,7 +90,9 @@ def test_streamed_usage_counts_as_on_stock(llm_proxy, stream_usage) -> None:
     seen = []
     for app in (chain, fast):
         with get_usage_metadata_callback() as usage, get_openai_callback() as openai_usage:
-            joined = functools.reduce(operator.add, app.stream(QUESTIONS[0]))
+            chunks = list(app.stream(QUESTIONS[0]))
+        joined = functools.reduce(operator.add, chunks)
+        assert len({c.id for c in chunks}) == 1 and RUN_ID.fullmatch(joined.id)  # the run's id on every chunk
         seen.append((cached(joined.usage_metadata), joined.response_metadata, cached(usage.usage_metadata),
                      openai_usage.prompt_tokens, openai_usage.completion_tokens))
     assert seen[1] == seen[0]
