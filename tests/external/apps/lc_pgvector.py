@@ -17,7 +17,12 @@ The ten documents, their metadata and ids, the filters and the retriever are as 
 Changes:
 - embeddings: `OpenAIEmbeddings(model="text-embedding-3-large")` -> `HuggingFaceEmbeddings` on
   the packaged MiniLM path;
-- connection: the docker Postgres -> the test Postgres; `collection_name` made unique per run;
+- connection: the docker Postgres -> the test Postgres; `collection_name` made unique per run,
+  and the document ids with it (`<collection>-<id>`): `langchain_pg_embedding`'s id is global,
+  and `add_documents` upserts without moving a row to the new collection, so a second store
+  built from the page's ids 1-10 in one database stayed empty (test_stream_events.py then
+  test_langchain_docs.py in one process: every filtered search found nothing, stock's too);
+  the filters read the metadata's `id`, unchanged;
 - the page's direct `similarity_search(query, k=10, filter=...)` calls are not Runnables, so
   each filtered search is run as the retriever the page recommends ("Query by turning into
   retriever"): `vector_store.as_retriever(search_kwargs={"k": 10, "filter": ...})`.
@@ -94,7 +99,7 @@ def vector_store(connection: str, collection_name: str, embed_model_path: str) -
         ),
     ]
 
-    vector_store.add_documents(docs, ids=[doc.metadata["id"] for doc in docs])
+    vector_store.add_documents(docs, ids=[f"{collection_name}-{doc.metadata['id']}" for doc in docs])
     return vector_store
 
 
