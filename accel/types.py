@@ -37,6 +37,9 @@ class Delta:
 
     text: str
     path: tuple[str, ...] = ()
+    last: bool = False
+    """The decode's last text: it came with the finish reason (a framework puts the finish
+    metadata on that chunk)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -112,6 +112,8 @@ class GenerationChunk:
     delta: str
     finished: bool = False
     generation: Generation | None = None
+    finish_reason: str | None = None
+    """Set on the text that came with the finish reason (vLLM sends the last text with it)."""
 
 
 class LLMEngine(Engine[GenerationRequest, Generation]):

@@ -345,7 +345,7 @@ class QueryRun:
             async for chunk in chunks:
                 if chunk.delta:
                     if i in self.taps:
-                        self.output.delta(i, chunk.delta)
+                        self.output.delta(i, chunk.delta, last=chunk.finish_reason is not None)
                     if self.watcher is not None:
                         self.watcher.delta(self.template, node.name, chunk.delta)
                 final = chunk.generation or final

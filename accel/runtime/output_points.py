@@ -24,9 +24,9 @@ class OutputPoints:
         self.taps = plan.output_taps
         self.parts_at = plan.parts_at
 
-    def delta(self, i: int, text: str) -> None:
+    def delta(self, i: int, text: str, *, last: bool = False) -> None:
         for path in self.taps[i]:
-            self.on_item(Delta(text, path))
+            self.on_item(Delta(text, path, last))
 
     def finished(self, i: int, value: Any) -> None:
         """Node i made its output parts: each goes out now (a merged dict without the keys a

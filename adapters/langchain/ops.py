@@ -380,14 +380,18 @@ class ChatResult:
         chunk = AIMessageChunk(content=delta, response_metadata={"model_provider": "openai"}, id=stream_id)
         return chunk.text if self.text else chunk
 
-    def last_chunk(self, message: Any, rest: str, stream_id: str | None = None) -> Any:
-        """The closing `AIMessageChunk`: the text not streamed yet (normally none), the finish
-        metadata, and the usage when the stock model would stream it."""
+    def closing_chunks(self, message: Any, rest: str, stream_id: str | None = None) -> list[Any]:
+        """How langchain-openai's stream ends: the last text (`rest`, the text not streamed yet:
+        the piece that came with the finish reason, or none) with the finish metadata; where
+        the model streams usage, an empty chunk with it; an empty `chunk_position="last"` one."""
         from langchain_core.messages import AIMessageChunk
 
-        usage = message.usage_metadata if self.stream_usage else None
-        return AIMessageChunk(content=rest, response_metadata=streamed_metadata(message, self.model_name, stream_usage=self.stream_usage),
-                              usage_metadata=usage, chunk_position="last", id=stream_id)
+        metadata = streamed_metadata(message, self.model_name, stream_usage=self.stream_usage)
+        chunks = [AIMessageChunk(content=rest, response_metadata=metadata, id=stream_id)]
+        if self.stream_usage:
+            chunks.append(AIMessageChunk(content="", usage_metadata=message.usage_metadata, id=stream_id))
+        chunks.append(AIMessageChunk(content="", chunk_position="last", id=stream_id))
+        return chunks
 
 
 def sampling_params(payload: dict[str, Any]) -> SamplingParams:

@@ -55,7 +55,7 @@ class Chunks:
         if item.path:
             self._keys.add(item.path[0])
         stream = self._stream(item.path)
-        chunks = stream.delta(item.text) if isinstance(item, Delta) else stream.end(item.value)
+        chunks = stream.delta(item.text, item.last) if isinstance(item, Delta) else stream.end(item.value)
         return [_nested(item.path, chunk) for chunk in chunks]
 
     def _stream(self, path: tuple[str, ...]) -> _Text | _Items | _Once:
@@ -73,7 +73,7 @@ class Chunks:
 class _Once:
     """A model that does not stream: no chunk until its whole answer."""
 
-    def delta(self, text: str) -> list[Any]:
+    def delta(self, text: str, last: bool = False) -> list[Any]:
         return []
 
     def end(self, value: Any) -> list[Any]:
@@ -96,8 +96,10 @@ class _Text:
         self._opened = True
         return opening
 
-    def delta(self, text: str) -> list[Any]:
+    def delta(self, text: str, last: bool = False) -> list[Any]:
         opening = self._opening()
+        if last and self._chat is not None and not self._chat.text:
+            return opening  # stock's last text chunk carries the finish metadata: it goes with the end
         self._streamed.append(text)
         return opening + [text if self._chat is None else self._chat.chunk(text, self._id)]
 
@@ -105,7 +107,7 @@ class _Text:
         opening = self._opening()
         if self._chat is not None and not self._chat.text:
             rest = value.content[len("".join(self._streamed)):]
-            return opening + [self._chat.last_chunk(value, rest, self._id)]
+            return opening + self._chat.closing_chunks(value, rest, self._id)
         return [] if self._streamed else opening + [value]
 
 
@@ -121,7 +123,7 @@ class _Items:
         self._fed = False
         self._whole = whole  # the model does not stream: its items come with its whole answer
 
-    def delta(self, text: str) -> list[Any]:
+    def delta(self, text: str, last: bool = False) -> list[Any]:
         if self._whole:
             return []
         self._buffer += text

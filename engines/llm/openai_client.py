@@ -238,7 +238,7 @@ class OpenAIServerEngine(LLMEngine):
                         finish_reason = choice.get("finish_reason") or finish_reason
                         if delta:
                             text.append(delta)
-                            yield GenerationChunk(delta=delta)
+                            yield GenerationChunk(delta=delta, finish_reason=choice.get("finish_reason"))
                     if event.get("usage"):
                         final = True
                         yield GenerationChunk(delta="", finished=True,

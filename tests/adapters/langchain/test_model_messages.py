@@ -5,7 +5,8 @@ tokens) and `output_token_details`, `additional_kwargs` (the SDK's `refusal`) an
 from the run's id; and the token-usage callbacks the LangChain docs use
 (`get_usage_metadata_callback`, `get_openai_callback`) count what they count on stock, for
 `invoke`, `batch` and `stream` (where stock's count is 0 unless the model streams its usage,
-and every chunk carries the run's id).
+every chunk carries the run's id, and the stream ends as stock's: the last text with the
+finish metadata, then the usage where streamed, then an empty last chunk).
 
 Before the fix a wrapped `prompt | model` gave `response_metadata` with three keys, no token
 details, no `refusal`, id None, and `get_usage_metadata_callback` counted nothing; a streamed
@@ -93,7 +94,10 @@ def test_streamed_usage_counts_as_on_stock(llm_proxy, stream_usage) -> None:
             chunks = list(app.stream(QUESTIONS[0]))
         joined = functools.reduce(operator.add, chunks)
         assert len({c.id for c in chunks}) == 1 and RUN_ID.fullmatch(joined.id)  # the run's id on every chunk
+        # how the stream ends: the last text with the finish metadata, the usage, an empty last chunk
+        tail = [(bool(c.content), c.response_metadata, cached(c.usage_metadata), c.chunk_position)
+                for c in chunks[-(3 if stream_usage else 2):]]
         seen.append((cached(joined.usage_metadata), joined.response_metadata, cached(usage.usage_metadata),
-                     openai_usage.prompt_tokens, openai_usage.completion_tokens))
+                     openai_usage.prompt_tokens, openai_usage.completion_tokens, tail))
     assert seen[1] == seen[0]
     assert (seen[0][0] is not None) == stream_usage == (seen[0][3] > 0)
