@@ -53,6 +53,25 @@ def _as_generate_leaves_it(model: Any, result: Any) -> Any:
     return result
 
 
+def stock_answer(model: Any, model_name: str, generation: Generation, run_id: Any = None) -> tuple[Any, dict[str, Any]]:
+    """(the `ChatGeneration`, the result's `llm_output`) the stock model's `generate` gives for
+    this answer, its message id made from `run_id`: the stock parser's where it has one
+    (`stock_result`), else the plain message with the token counts."""
+    from langchain_core.outputs import ChatGeneration
+
+    result = stock_result(model, generation)
+    if result is not None:
+        answer, llm_output = result.generations[0], result.llm_output
+    else:
+        counts = {"prompt_tokens": generation.prompt_tokens, "completion_tokens": generation.completion_tokens,
+                  "total_tokens": generation.prompt_tokens + generation.completion_tokens}
+        answer = ChatGeneration(message=plain_message(model_name, generation),
+                                generation_info={"finish_reason": generation.finish_reason, "logprobs": None})
+        llm_output = {"token_usage": counts, "model_name": model_name}
+    answer.message.id = message_id(run_id)
+    return answer, llm_output
+
+
 def plain_message(model_name: str, generation: Generation) -> Any:
     """The message's text, finish reason and token counts, for a model without the parser."""
     from langchain_core.messages import AIMessage

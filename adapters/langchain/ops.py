@@ -15,7 +15,7 @@ from accel.engines.embed_server import ServerEmbedRequest
 from accel.engines.embeddings import EmbedRequest
 from accel.engines.errors import InvalidRequest
 
-from .messages import message_id, plain_message, stock_result, streamed_metadata
+from .messages import plain_message, stock_answer, streamed_metadata
 
 # ---- opaque framework code ---------------------------------------------------------------
 
@@ -366,10 +366,7 @@ class ChatResult:
 
     def message(self, generation: Generation, run_id: Any = None) -> Any:
         """The stock model's answer (metadata and id included) for `generation`."""
-        result = stock_result(self.model, generation)
-        message = result.generations[0].message if result is not None else plain_message(self.model_name, generation)
-        message.id = message_id(run_id)
-        return message
+        return stock_answer(self.model, self.model_name, generation, run_id)[0].message
 
     def chunk(self, delta: str, stream_id: str | None = None) -> Any:
         """One streamed piece as the stock model streams it: an `AIMessageChunk` (every chunk

@@ -134,33 +134,27 @@ def _model_result(spec: RunSpec, generation: Any, *, chunked: bool, run_id: Any 
     (`chunked`), as `stream` does, with no `llm_output`; `invoke` reports what the stock model's
     own response parser gives (`messages.stock_result`: the server's token usage, id, ...)."""
     from langchain_core.messages import AIMessageChunk
-    from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, Generation, GenerationChunk
+    from langchain_core.outputs import ChatGenerationChunk, Generation, GenerationChunk
 
-    from accel.adapters.langchain.messages import message_id, plain_message, stock_result, streamed_metadata
+    from accel.adapters.langchain.messages import message_id, stock_answer, streamed_metadata
 
     if generation is None:
         return None, None, None
     info = {"finish_reason": generation.finish_reason, "logprobs": None}
-    counts = {"prompt_tokens": generation.prompt_tokens, "completion_tokens": generation.completion_tokens,
-              "total_tokens": generation.prompt_tokens + generation.completion_tokens}
     if not spec.binding.chat:
         if chunked:
             return GenerationChunk(text=generation.text, generation_info=info), generation.text, None
+        counts = {"prompt_tokens": generation.prompt_tokens, "completion_tokens": generation.completion_tokens,
+                  "total_tokens": generation.prompt_tokens + generation.completion_tokens}
         return Generation(text=generation.text, generation_info=info), generation.text, {"token_usage": counts, "model_name": spec.binding.model_name}
-    result = stock_result(spec.binding.model, generation)
-    if chunked:
-        message = result.generations[0].message if result is not None else plain_message(spec.binding.model_name, generation)
-        usage = message.usage_metadata if spec.binding.streams_usage else None
-        chunk = AIMessageChunk(content=message.content, response_metadata=streamed_metadata(message, spec.binding.model_name, stream_usage=spec.binding.streams_usage),
-                               usage_metadata=usage, id=message_id(run_id, streamed=True))
-        return ChatGenerationChunk(message=chunk, generation_info=info), chunk, None
-    if result is None:
-        message = plain_message(spec.binding.model_name, generation)
-        message.id = message_id(run_id)
-        return ChatGeneration(message=message, generation_info=info), message, {"token_usage": counts, "model_name": spec.binding.model_name}
-    stock = result.generations[0]
-    stock.message.id = message_id(run_id)
-    return stock, stock.message, result.llm_output
+    answer, llm_output = stock_answer(spec.binding.model, spec.binding.model_name, generation, run_id)
+    if not chunked:
+        return answer, answer.message, llm_output
+    message = answer.message
+    usage = message.usage_metadata if spec.binding.streams_usage else None
+    chunk = AIMessageChunk(content=message.content, response_metadata=streamed_metadata(message, spec.binding.model_name, stream_usage=spec.binding.streams_usage),
+                           usage_metadata=usage, id=message_id(run_id, streamed=True))
+    return ChatGenerationChunk(message=chunk, generation_info=info), chunk, None
 
 
 def _open_retrievals(retriever: Any, config: dict[str, Any], value: Any, each: bool) -> list[Any]:

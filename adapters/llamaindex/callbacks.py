@@ -78,12 +78,16 @@ def listeners(parts: Iterable[Any]) -> list[str]:
     return sorted(names)
 
 
-def answered_by_stock(component: str, handlers: list[str]) -> None:
-    """Count (and log, the first time per component) a call answered by stock code."""
+def stock_answers(component: str, handlers: list[str]) -> bool:
+    """Whether `handlers` (listening on a call of `component`) need the stock code; each such
+    call is counted (and logged the first time per component)."""
+    if not handlers:
+        return False
     if not stock_calls[component]:
         log.info("accel.wrap(%s): a LlamaIndex callback handler listens (%s); its calls run the stock code with "
                  "their engine calls captured, so the handler sees stock's events", component, ", ".join(handlers))
     stock_calls[component] += 1
+    return True
 
 
 def explain_lines() -> list[str]:

@@ -45,10 +45,7 @@ def _lowerable(bundle: Any) -> bool:
 def _heard_by_stock_listeners(component: Any) -> bool:
     """Whether a legacy callback handler listens to `component` or the parts it calls
     (`callbacks`): its stock code then answers, counted."""
-    handlers = callbacks.listeners(callbacks.components(component))
-    if handlers:
-        callbacks.answered_by_stock(type(component).__name__, handlers)
-    return bool(handlers)
+    return callbacks.stock_answers(type(component).__name__, callbacks.listeners(callbacks.components(component)))
 
 
 # ---- retrievers ---------------------------------------------------------------------------------

@@ -152,9 +152,7 @@ class LoweredQuery:
         handlers = callbacks.listeners(self._components)
         if not handlers and self._synthesis is not None and self._synthesis.streaming and events.listening():
             handlers = ["an instrumentation handler on a streamed response"]
-        if handlers:
-            callbacks.answered_by_stock(type(self._original).__name__, handlers)
-        return bool(handlers)
+        return callbacks.stock_answers(type(self._original).__name__, handlers)
 
     def answer(self, query_bundle: QueryBundle) -> Any:
         """The response to `query_bundle`, as the engine's own `_query` makes it."""
