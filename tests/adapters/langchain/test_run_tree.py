@@ -206,7 +206,7 @@ def test_a_streamed_chain_ending_in_a_list_parser_shows_a_streamed_model(chat_mo
     stock, fast = same_trace(expand | chat_model | LineListOutputParser(),
                              lambda runnable, config: list(runnable.stream({"question": questions[0]}, config=config)))
     assert trees(stock)[0]["children"][2]["inputs"]["input"]["type"] == "AIMessageChunk"
-    assert [tokens(run) for run in llm_runs(fast.roots[0])] == [tokens(run) for run in llm_runs(stock.roots[0])]
+    assert_same_tokens(stock, fast)
     assert tokens(llm_runs(fast.roots[0])[0])
 
 
@@ -235,12 +235,23 @@ def test_streamed_models_are_the_ones_stock_streams(chat_model, questions) -> No
     stream = lambda runnable, config: functools.reduce(operator.add, runnable.stream({"question": questions[0]}, config=config))  # noqa: E731
     for name, chain in chains.items():
         stock, fast = same_trace(chain, stream)
-        streamed = [tokens(run) for run in llm_runs(stock.roots[0])]
-        assert [tokens(run) for run in llm_runs(fast.roots[0])] == streamed, name
-        assert any(streamed) == (name not in ("each", "disabled")), name
+        assert_same_tokens(stock, fast, name)
+        assert any(tokens(run) for run in llm_runs(stock.roots[0])) == (name not in ("each", "disabled")), name
     stock, fast = same_trace(chain := PROMPT | chat_model.model_copy(update={"streaming": True}) | LineListOutputParser(),
                              x={"question": questions[1]})
-    assert [tokens(run) for run in llm_runs(fast.roots[0])] == [tokens(run) for run in llm_runs(stock.roots[0])] != [[]]
+    assert_same_tokens(stock, fast)
+    assert [tokens(run) for run in llm_runs(stock.roots[0])] != [[]]
+
+
+def assert_same_tokens(stock: Recorder, fast: Recorder, name: str = "") -> None:
+    """Each model run reports the same text token by token as stock's: streamed or not, one token
+    or more, the same text. Not the same list: vLLM puts several tokens in one event when its
+    client lags, so two streams of one answer may split differently (a merge in stock's run made
+    a list comparison fail on a busy machine)."""
+    pairs = list(zip(llm_runs(stock.roots[0]), llm_runs(fast.roots[0]), strict=True))
+    for stock_run, fast_run in pairs:
+        ours, theirs = tokens(fast_run), tokens(stock_run)
+        assert ("".join(ours), bool(ours), len(ours) > 1) == ("".join(theirs), bool(theirs), len(theirs) > 1), name
 
 
 def tokens(run) -> list[str]:
