@@ -1,19 +1,24 @@
-"""LlamaIndex's legacy callbacks: whether a `CallbackManager` handler listens to a lowered app.
+"""LlamaIndex's legacy callbacks: whether a `CallbackManager` handler listens to a lowered app,
+and the events it hears from the lowered stages.
 
 Each LlamaIndex component reports to its own `callback_manager` from inside its stock methods:
 EMBEDDING from `get_query_embedding`, LLM from `complete` / `chat` (`llm_completion_callback`),
-TEMPLATING, RETRIEVE, SYNTHESIZE, RERANKING. Handlers read those events: the docs' token
-counting (`TokenCountingHandler` on `Settings.callback_manager`), `LlamaDebugHandler`, tracing
-integrations built on callbacks. A lowered stage does its engine work without those methods
-and reports none of them (measured: a compact query's counter read 0 LLM and 0 embedding
-tokens where stock's read 788 + 32 and 10). So a call whose components have a handler runs
-the stock code, its engine calls captured by the floor (cross-query batching and priorities
-kept), as a LangChain chain does for a streaming handler; each such call is counted and
-`explain()` says so. Checked per call: handlers are added after wrapping, too.
+TEMPLATING from `predict`, RETRIEVE, SYNTHESIZE, RERANKING, QUERY. Handlers read those events:
+the docs' token counting (`TokenCountingHandler` on `Settings.callback_manager`),
+`LlamaDebugHandler`, tracing integrations built on callbacks. A lowered stage does its engine
+work without those methods, so the lowered query fires them itself where the stock method
+would (`events.QueryTrace`, which opens the instrumentation spans at the same points): on the
+component's own manager, with stock's payloads, nested under the event stock nests them in.
+Each event starts and ends in a copy of the caller's context, so the managers' context stack
+(`global_stack_trace`) of the query's own code is never touched by stages running elsewhere.
+A streamed response's LLM events fire while its tokens are read, after the query returned:
+there the stock code answers, its engine calls captured. Both are counted, per call (handlers
+are added after wrapping, too), and `explain()` says so.
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from collections import Counter
 from collections.abc import Iterable
@@ -23,7 +28,11 @@ log = logging.getLogger("accel.adapters.llamaindex.callbacks")
 
 stock_calls: Counter[str] = Counter()
 """Calls of lowered LlamaIndex components answered by stock code because a legacy callback
-handler listened, per component class (process-wide)."""
+handler listened to a streamed response, per component class (process-wide)."""
+
+reported_calls: Counter[str] = Counter()
+"""Lowered calls whose stages fired stock's callback events to a listening handler, per
+component class (process-wide)."""
 
 _DEPTH = 4
 _MAX_ITEMS = 64  # a list longer than this holds data (nodes), not components
@@ -84,15 +93,45 @@ def stock_answers(component: str, handlers: list[str]) -> bool:
     if not handlers:
         return False
     if not stock_calls[component]:
-        log.info("accel.wrap(%s): a LlamaIndex callback handler listens (%s); its calls run the stock code with "
-                 "their engine calls captured, so the handler sees stock's events", component, ", ".join(handlers))
+        log.info("accel.wrap(%s): a LlamaIndex callback handler listens to a streamed response (%s); its calls run the "
+                 "stock code with their engine calls captured, so the handler sees stock's events as the tokens are read",
+                 component, ", ".join(handlers))
     stock_calls[component] += 1
     return True
 
 
+def reports_to(component: str, handlers: list[str]) -> bool:
+    """Whether the lowered stages of a call of `component` fire callback events (some handler
+    listens); each such call is counted."""
+    if handlers:
+        reported_calls[component] += 1
+    return bool(handlers)
+
+
+def event_started(manager: Any, event_type: Any, payload: dict[str, Any] | None, parent: str) -> str:
+    """`manager.on_event_start` as the stock method calls it, nested under event `parent`."""
+    return contextvars.copy_context().run(manager.on_event_start, event_type, payload, parent_id=parent)
+
+
+def event_ended(manager: Any, event_type: Any, payload: dict[str, Any] | None, event_id: str) -> None:
+    contextvars.copy_context().run(manager.on_event_end, event_type, payload, event_id=event_id)
+
+
+def current_event() -> str:
+    """The callback event the caller's code runs in (stock nests the next one under it)."""
+    from llama_index.core.callbacks.base import global_stack_trace
+
+    stack = global_stack_trace.get()
+    return stack[-1] if stack else "root"
+
+
 def explain_lines() -> list[str]:
-    """`explain()`'s line on calls that ran stock code for a listening callback handler."""
-    if not stock_calls:
-        return []
-    return ["LlamaIndex callback handlers listened (e.g. TokenCountingHandler): stock code answered, engine calls "
-            "captured (process-wide): " + ", ".join(f"{name} {n}" for name, n in sorted(stock_calls.items()))]
+    """`explain()`'s lines on calls whose callback handlers listened."""
+    lines = []
+    if reported_calls:
+        lines.append("LlamaIndex callback handlers listened (e.g. TokenCountingHandler): the lowered stages fired "
+                     "stock's events (process-wide): " + ", ".join(f"{name} {n}" for name, n in sorted(reported_calls.items())))
+    if stock_calls:
+        lines.append("LlamaIndex callback handlers listened to streamed responses: stock code answered, engine calls "
+                     "captured (process-wide): " + ", ".join(f"{name} {n}" for name, n in sorted(stock_calls.items())))
+    return lines

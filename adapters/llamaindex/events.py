@@ -16,14 +16,18 @@ Synthesis spans and events are opened by the synthesis plan (a node of the query
 closed by the query engine with the response. Span
 ids, parents, bound arguments and results are those the stock methods' spans would carry, on
 the dispatchers of the modules defining them, so span handlers keyed on span ids (e.g.
-OpenInference's) see one coherent tree. Stock code run as-is inside a node nests under the
-span it would have run in (`under`). Nothing is built when no handler listens.
+OpenInference's) see one coherent tree. Where a legacy callback handler listens (`callbacks`),
+the spans whose stock methods fire callback events fire them too (RETRIEVE, EMBEDDING,
+RERANKING, SYNTHESIZE, TEMPLATING, LLM), with stock's payloads, nested as stock nests them.
+Stock code run as-is inside a node nests under the span (and callback event) it would have run
+in (`under`). Nothing is built when no handler listens.
 """
 
 from __future__ import annotations
 
 import inspect
 import threading
+from collections import ChainMap
 import uuid
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
@@ -32,6 +36,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import llama_index.core.instrumentation as instrument
+from llama_index.core.callbacks import CBEventType, EventPayload
+from llama_index.core.callbacks.base import global_stack_trace
 from llama_index.core.instrumentation import NullEventHandler, NullSpanHandler
 from llama_index.core.instrumentation.dispatcher import active_instrument_tags
 from llama_index.core.instrumentation.events.embedding import EmbeddingEndEvent, EmbeddingStartEvent
@@ -57,6 +63,8 @@ from llama_index.core.schema import QueryBundle
 from accel.adapters.common.classes import is_exactly
 from accel.ir import DecodeOp
 
+from . import callbacks
+
 _ASYNC_TWINS = frozenset({"retrieve", "get_query_embedding", "synthesize", "get_response", "predict", "complete", "chat"})
 _DECORATED = "__dispatcher_span_decorated__"  # a method LlamaIndex traces (DispatcherSpanMixin)
 _ASYNC_VIA_SYNC = (("llama_index.embeddings.huggingface.base", "HuggingFaceEmbedding"),)  # async query embedding = the sync one in a worker thread
@@ -73,23 +81,33 @@ class Span:
     instance: Any
 
 
+Callback = tuple[Any, CBEventType, dict[str, Any]]
+"""A legacy callback event a span's stock method fires: (its component's manager, type, start payload)."""
+
+
 class QueryTrace:
     """The synthetic spans of one query: those still open (dropped if the query fails) and
-    those a later hook closes, found by key (the latest kept under a key comes first)."""
+    those a later hook closes, found by key (the latest kept under a key comes first).
+    `callback_root`: the legacy callback event the query's events nest under (None: no
+    callback handler listens, no callback event fires)."""
 
-    def __init__(self, bundle: QueryBundle, asynchronous: bool, root: str | None, *, retrieval: bool = True) -> None:
+    def __init__(self, bundle: QueryBundle, asynchronous: bool, root: str | None, *, retrieval: bool = True,
+                 callback_root: str | None = None) -> None:
         self.bundle = bundle
         self.asynchronous = asynchronous
         self.root = root
         self.retrieval = retrieval  # False: the retriever's own `retrieve` reports itself (a lowered retriever)
+        self.callback_root = callback_root
         self._open: dict[str, Span] = {}
         self._keyed: dict[Hashable, list[Any]] = {}
+        self._nest: dict[str | None, str] = {}  # span id -> the callback event what runs inside it nests under
+        self._fired: dict[str, tuple[Any, CBEventType, str]] = {}  # span id -> its callback event
         self._lock = threading.Lock()
 
     def enter(self, instance: Any, method: str, args: tuple[Any, ...], parent: str | None,
-              kwargs: dict[str, Any] | None = None) -> Span:
+              kwargs: dict[str, Any] | None = None, callback: Callback | None = None) -> Span:
         """Open the span `instance.method(*args, **kwargs)` would open (its async twin in
-        an async query)."""
+        an async query), and the callback event that method starts, if any."""
         if self.asynchronous and method in _ASYNC_TWINS:
             method = f"a{method}"
         fn = getattr(instance, method)
@@ -97,6 +115,12 @@ class QueryTrace:
         span = Span(f"{type(instance).__name__}.{method}-{uuid.uuid4()}", dispatcher,
                     inspect.signature(fn).bind(*args, **(kwargs or {})), instance)
         self.open_span(span, parent)
+        if callback is not None and self.callback_root is not None:
+            manager, event_type, payload = callback
+            event_id = callbacks.event_started(manager, event_type, payload, self.nesting(span.id))
+            with self._lock:
+                self._nest[span.id] = event_id
+                self._fired[span.id] = (manager, event_type, event_id)
         return span
 
     def open_span(self, span: Span, parent: str | None) -> None:
@@ -104,20 +128,43 @@ class QueryTrace:
                                    tags=active_instrument_tags.get())
         with self._lock:
             self._open[span.id] = span
+            if self.callback_root is not None:
+                self._nest[span.id] = self._nest.get(parent, self.callback_root)
 
-    def exit(self, span: Span, result: Any) -> None:
+    def nesting(self, span_id: str | None) -> str:
+        """The callback event stock code running inside span `span_id` nests under."""
+        with self._lock:
+            return self._nest.get(span_id, self.callback_root or "root")
+
+    def leaf(self, span: Span, callback: Callback) -> None:
+        """A callback event that starts and ends at once inside `span` (`predict`'s TEMPLATING)."""
+        if self.callback_root is not None:
+            manager, event_type, payload = callback
+            event_id = callbacks.event_started(manager, event_type, payload, self.nesting(span.id))
+            callbacks.event_ended(manager, event_type, None, event_id)
+
+    def exit(self, span: Span, result: Any, ended: dict[str, Any] | None = None) -> None:
+        """Close the span with `result`, and its callback event with payload `ended`."""
         with self._lock:
             if self._open.pop(span.id, None) is None:
                 return
+            fired = self._fired.pop(span.id, None)
         span.dispatcher.span_exit(id_=span.id, bound_args=span.bound, instance=span.instance, result=result)
+        if fired is not None:
+            manager, event_type, event_id = fired
+            callbacks.event_ended(manager, event_type, ended, event_id)
 
     def drop(self, span: Span, err: BaseException | None) -> None:
         with self._lock:
             if self._open.pop(span.id, None) is None:
                 return
+            fired = self._fired.pop(span.id, None)
         if err is not None:
             span.dispatcher.event(SpanDropEvent(span_id=span.id, err_str=str(err)))
         span.dispatcher.span_drop(id_=span.id, bound_args=span.bound, instance=span.instance, err=err)
+        if fired is not None:  # stock's `event` context ends its event with the exception
+            manager, event_type, event_id = fired
+            callbacks.event_ended(manager, event_type, {EventPayload.EXCEPTION: err} if err is not None else None, event_id)
 
     def parent(self, *keys: Hashable) -> str | None:
         """The id of the latest span kept under the first of `keys` holding one, else the
@@ -154,6 +201,11 @@ class QueryTrace:
             self.drop(span, err)
 
 
+def observed() -> bool:
+    """Whether a handler listens to the current query's events (its trace is open)."""
+    return _current.get() is not None
+
+
 def listening() -> bool:
     """Whether any dispatcher has a handler that is not a null one."""
     return any(not isinstance(h, (NullEventHandler, NullSpanHandler))
@@ -161,13 +213,16 @@ def listening() -> bool:
 
 
 @contextmanager
-def traced(bundle: QueryBundle, *, asynchronous: bool, retrieval: bool = True) -> Iterator[None]:
+def traced(bundle: QueryBundle, *, asynchronous: bool, retrieval: bool = True, reported: bool = False) -> Iterator[None]:
     """Trace the query run inside, under the caller's active span (the engine's `_query`).
-    `retrieval=False`: the top-level retriever's span and events are stock code's own."""
-    if not listening():
+    `retrieval=False`: the top-level retriever's span and events are stock code's own.
+    `reported`: a legacy callback handler listens; its events nest under the caller's
+    current one (the engine's QUERY, the retriever's RETRIEVE)."""
+    if not reported and not listening():
         yield
         return
-    trace = QueryTrace(bundle, asynchronous, active_span_id.get(), retrieval=retrieval)
+    trace = QueryTrace(bundle, asynchronous, active_span_id.get(), retrieval=retrieval,
+                       callback_root=callbacks.current_event() if reported else None)
     token = _current.set(trace)
     try:
         yield
@@ -182,16 +237,19 @@ def traced(bundle: QueryBundle, *, asynchronous: bool, retrieval: bool = True) -
 @contextmanager
 def under(key: Hashable) -> Iterator[None]:
     """Stock code run as-is nests under the synthetic span `key` (e.g. an opaque embedding
-    inside a lowered retriever)."""
+    inside a lowered retriever), and its callback events under that span's."""
     trace = _current.get()
     span = trace.peek(key) if trace is not None else None
     if span is None:
         yield
         return
     token = active_span_id.set(span.id)
+    stack = global_stack_trace.set([*global_stack_trace.get(), trace.nesting(span.id)]) if trace.callback_root else None
     try:
         yield
     finally:
+        if stack is not None:
+            global_stack_trace.reset(stack)
         active_span_id.reset(token)
 
 
@@ -205,7 +263,8 @@ def retrieval_started(retriever: Any, key: Hashable = "retrieve", query: str | N
     if trace is None or (key == "retrieve" and not trace.retrieval):
         return
     bundle = trace.bundle if query is None else QueryBundle(query_str=query)
-    span = trace.enter(retriever, "retrieve", (bundle,), trace.parent(*parent))
+    span = trace.enter(retriever, "retrieve", (bundle,), trace.parent(*parent),
+                       callback=(retriever.callback_manager, CBEventType.RETRIEVE, {EventPayload.QUERY_STR: bundle.query_str}))
     trace.keep(key, span)
     trace.event(span, RetrievalStartEvent, str_or_query_bundle=bundle)
 
@@ -215,7 +274,7 @@ def retrieval_ended(nodes: list[Any], key: Hashable = "retrieve") -> list[Any]:
     span = trace.take(key) if trace is not None else None
     if span is not None:
         trace.event(span, RetrievalEndEvent, str_or_query_bundle=span.bound.args[0], nodes=nodes)
-        trace.exit(span, nodes)
+        trace.exit(span, nodes, {EventPayload.NODES: nodes})
     return nodes
 
 
@@ -238,9 +297,11 @@ class EmbedHooks:
         if trace is not None:
             if self.sub is not None:
                 retrieval_started(self.sub[0], self._parent(text), text, parent=("retrieve",))
-            span = trace.enter(self.embed_model, "get_query_embedding", (text,), trace.parent(self._parent(text)))
+            model = self.embed_model.to_payload()
+            span = trace.enter(self.embed_model, "get_query_embedding", (text,), trace.parent(self._parent(text)),
+                               callback=(self.embed_model.callback_manager, CBEventType.EMBEDDING, {EventPayload.SERIALIZED: model}))
             trace.keep(("embed", self._parent(text)), span)
-            trace.event(span, EmbeddingStartEvent, model_dict=self.embed_model.to_payload())
+            trace.event(span, EmbeddingStartEvent, model_dict=model)
             self._open_private(trace, span, text)
         return self.make_request(text)
 
@@ -268,14 +329,18 @@ class EmbedHooks:
                 span = trace.take(("embed", self._parent(text)))
                 if span is not None:
                     trace.event(span, EmbeddingEndEvent, chunks=[text], embeddings=[vector])
-                    trace.exit(span, vector)
+                    trace.exit(span, vector, {EventPayload.CHUNKS: [text], EventPayload.EMBEDDINGS: [vector]})
         return list(vectors)
 
 
 def rerank_started(postprocessor: Any, nodes: list[Any]) -> None:
     trace = _current.get()
     if trace is not None:
-        span = trace.enter(postprocessor, "_postprocess_nodes", (nodes,), trace.root, {"query_bundle": trace.bundle})
+        # SentenceTransformerRerank's event (the reranker accel lowers)
+        callback = (postprocessor.callback_manager, CBEventType.RERANKING,
+                    {EventPayload.NODES: nodes, EventPayload.MODEL_NAME: postprocessor.model,
+                     EventPayload.QUERY_STR: trace.bundle.query_str, EventPayload.TOP_K: postprocessor.top_n})
+        span = trace.enter(postprocessor, "_postprocess_nodes", (nodes,), trace.root, {"query_bundle": trace.bundle}, callback)
         trace.keep(("post", id(postprocessor)), span)
 
 
@@ -283,7 +348,7 @@ def rerank_ended(postprocessor: Any, nodes: list[Any]) -> list[Any]:
     trace = _current.get()
     span = trace.take(("post", id(postprocessor))) if trace is not None else None
     if span is not None:
-        trace.exit(span, nodes)
+        trace.exit(span, nodes, {EventPayload.NODES: nodes})
     return nodes
 
 
@@ -299,7 +364,8 @@ def synthesis_started(synthesizer: Any, bundle: QueryBundle, nodes: list[Any]) -
     if trace is None:
         return
     texts = [n.node.get_content(metadata_mode=MetadataMode.LLM) for n in nodes]
-    span = trace.enter(synthesizer, "synthesize", (bundle, nodes), trace.root)
+    span = trace.enter(synthesizer, "synthesize", (bundle, nodes), trace.root,
+                       callback=(synthesizer.callback_manager, CBEventType.SYNTHESIZE, {EventPayload.QUERY_STR: bundle.query_str}))
     trace.keep("synthesize", span)
     trace.event(span, SynthesizeStartEvent, query=bundle)
     _open_response(trace, synthesizer, bundle.query_str, texts)
@@ -348,7 +414,7 @@ def synthesis_ended(bundle: QueryBundle, response: Any) -> None:
     span = trace.take("synthesize")
     if span is not None:
         trace.event(span, SynthesizeEndEvent, query=bundle, response=response)
-        trace.exit(span, response)
+        trace.exit(span, response, {EventPayload.RESPONSE: response})
 
 
 def synthesis_abandoned(err: BaseException) -> None:
@@ -379,19 +445,24 @@ def llm_started(llm: Any, prompt: Any, *, template: Any = None, template_args: d
     if template is not None:
         predict = trace.enter(llm, "predict", (template,), parent_id, template_args)
         trace.event(predict, LLMPredictStartEvent, template=template, template_args=template_args)
+        trace.leaf(predict, (llm.callback_manager, CBEventType.TEMPLATING, _template_data(llm, template, template_args or {})))
         parent_id = predict.id
     model = llm.to_payload()
     if isinstance(prompt, str) or template is None:
         text = prompt if isinstance(prompt, str) else prompt[-1]["content"]
         kwargs = {"formatted": True} if template is not None else {}
-        call = trace.enter(llm, "complete", (text,), parent_id, kwargs)
         # OpenAILike.complete consumes `formatted` before OpenAI's, which reports the call
         reported = {} if is_exactly(llm, ("llama_index.llms.openai_like.base", "OpenAILike")) else kwargs
+        call = trace.enter(llm, "complete", (text,), parent_id, kwargs,
+                           (llm.callback_manager, CBEventType.LLM, {EventPayload.PROMPT: text, EventPayload.ADDITIONAL_KWARGS: reported,
+                                                                    EventPayload.SERIALIZED: model}))
         trace.event(call, LLMCompletionStartEvent, prompt=text, additional_kwargs=reported, model_dict=model)
         trace.keep(("llm", _key(prompt)), (predict, call, text))
     else:
         messages = [ChatMessage(role=m["role"], content=m["content"]) for m in prompt]
-        call = trace.enter(llm, "chat", (messages,), parent_id)
+        call = trace.enter(llm, "chat", (messages,), parent_id,
+                           callback=(llm.callback_manager, CBEventType.LLM, {EventPayload.MESSAGES: messages, EventPayload.ADDITIONAL_KWARGS: {},
+                                                                             EventPayload.SERIALIZED: model}))
         trace.event(call, LLMChatStartEvent, messages=messages, additional_kwargs={}, model_dict=model)
         trace.keep(("llm", _key(prompt)), (predict, call, messages))
 
@@ -409,13 +480,22 @@ def llm_ended(prompt: Any, text: str, generation: Any = None) -> None:
     if not chat:
         response: Any = CompletionResponse(text=text, raw=raw, additional_kwargs=counts)
         trace.event(call, LLMCompletionEndEvent, prompt=sent, response=response)
+        ended = {EventPayload.PROMPT: sent, EventPayload.COMPLETION: response}
     else:
         response = ChatResponse(message=ChatMessage(role="assistant", content=text), raw=raw, additional_kwargs=counts)
         trace.event(call, LLMChatEndEvent, messages=sent, response=response)
-    trace.exit(call, response)
+        ended = {EventPayload.MESSAGES: sent, EventPayload.RESPONSE: response}
+    trace.exit(call, response, ended)
     if predict is not None:
         trace.event(predict, LLMPredictEndEvent, output=text)
         trace.exit(predict, text)
+
+
+def _template_data(llm: Any, template: Any, template_args: dict[str, Any]) -> dict[str, Any]:
+    """The TEMPLATING payload of `llm.predict(template, **template_args)` (`LLM._log_template_data`)."""
+    variables = {k: v for k, v in ChainMap(template.kwargs, template_args).items() if k in template.template_vars}
+    return {EventPayload.TEMPLATE: template.get_template(llm=llm), EventPayload.TEMPLATE_VARS: variables,
+            EventPayload.SYSTEM_PROMPT: llm.system_prompt, EventPayload.QUERY_WRAPPER_PROMPT: llm.query_wrapper_prompt}
 
 
 def _raw_response(llm: Any, generation: Any, chat: bool) -> tuple[Any, dict[str, Any]]:

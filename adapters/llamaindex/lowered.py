@@ -42,10 +42,10 @@ def _lowerable(bundle: Any) -> bool:
     return bundle.embedding is None and bundle.custom_embedding_strs is None and bool(bundle.query_str)
 
 
-def _heard_by_stock_listeners(component: Any) -> bool:
+def _reported(component: Any) -> bool:
     """Whether a legacy callback handler listens to `component` or the parts it calls
-    (`callbacks`): its stock code then answers, counted."""
-    return callbacks.stock_answers(type(component).__name__, callbacks.listeners(callbacks.components(component)))
+    (`callbacks`): the lowered stages then fire stock's events, counted."""
+    return callbacks.reports_to(type(component).__name__, callbacks.listeners(callbacks.components(component)))
 
 
 # ---- retrievers ---------------------------------------------------------------------------------
@@ -56,16 +56,16 @@ def _retriever_overrides(cls: type) -> dict[str, Any]:
 
     def _retrieve(self: Any, query_bundle: Any) -> Any:
         found = state_of(self)
-        if not _lowerable(query_bundle) or _heard_by_stock_listeners(self):
+        if not _lowerable(query_bundle):
             return own_sync(self, query_bundle)
-        with events.traced(query_bundle, asynchronous=False, retrieval=False):
+        with events.traced(query_bundle, asynchronous=False, retrieval=False, reported=_reported(self)):
             return found.session.run(found.helper, {"query": query_bundle.query_str})
 
     async def _aretrieve(self: Any, query_bundle: Any) -> Any:
         found = state_of(self)
-        if not _lowerable(query_bundle) or _heard_by_stock_listeners(self):
+        if not _lowerable(query_bundle):
             return await own_async(self, query_bundle)
-        with events.traced(query_bundle, asynchronous=True, retrieval=False):
+        with events.traced(query_bundle, asynchronous=True, retrieval=False, reported=_reported(self)):
             return await found.session.arun(found.helper, {"query": query_bundle.query_str})
 
     return {"_retrieve": _span(cls, "_retrieve", _retrieve), "_aretrieve": _span(cls, "_aretrieve", _aretrieve)}

@@ -18,7 +18,8 @@ stock engine's code.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,34 +146,67 @@ class LoweredQuery:
         return not self._heard_by_stock_listeners()
 
     def _heard_by_stock_listeners(self) -> bool:
-        """Whether a listener needs stock code's own reports: a legacy callback handler on a
-        component (`callbacks`), or an instrumentation handler on a streamed response (its LLM
-        events fire while the tokens are read, after the query returned; the lowered stream
-        reports none). Counted; the stock engine then answers, its engine calls captured."""
+        """Whether a listener needs stock code's own reports: a handler, legacy (`callbacks`) or
+        instrumentation, on a streamed response (its LLM events fire while the tokens are read,
+        after the query returned; the lowered stream reports none). Counted; the stock engine
+        then answers, its engine calls captured."""
+        if self._synthesis is None or not self._synthesis.streaming:
+            return False
         handlers = callbacks.listeners(self._components)
-        if not handlers and self._synthesis is not None and self._synthesis.streaming and events.listening():
+        if not handlers and events.listening():
             handlers = ["an instrumentation handler on a streamed response"]
         return callbacks.stock_answers(type(self._original).__name__, handlers)
 
+    @contextmanager
+    def _query_event(self, bundle: QueryBundle) -> Iterator[Callable[[Any], Any] | None]:
+        """Where a legacy callback handler listens: the QUERY event of stock's `_query` around
+        the lowered query (whose stages fire the rest under it); yields what ends it with the
+        response. Else None."""
+        from llama_index.core.callbacks import CBEventType, EventPayload
+
+        if not callbacks.reports_to(type(self._original).__name__, callbacks.listeners(self._components)):
+            yield None
+            return
+        with self._original.callback_manager.event(CBEventType.QUERY, payload={EventPayload.QUERY_STR: bundle.query_str}) as event:
+            def respond(response: Any) -> Any:
+                event.on_end(payload={EventPayload.RESPONSE: response})
+                return response
+
+            yield respond
+
     def answer(self, query_bundle: QueryBundle) -> Any:
         """The response to `query_bundle`, as the engine's own `_query` makes it."""
-        try:
-            with wrapped_run(self._new_run()), events.traced(query_bundle, asynchronous=False):
-                return self._query_lowered(query_bundle)
-        except PromptTooLong as err:
-            raise stock_error(err) from err
-        except EngineError as err:
-            raise self._stock_error(err, asynchronous=False) from err
+        with wrapped_run(self._new_run()):
+            if not self._lowerable(query_bundle):
+                with self._stock_errors(asynchronous=False):
+                    return self._original._query(query_bundle)
+            with self._query_event(query_bundle) as respond:
+                with self._stock_errors(asynchronous=False), events.traced(query_bundle, asynchronous=False,
+                                                                            reported=respond is not None):
+                    response = self._query_lowered(query_bundle)
+                return response if respond is None else respond(response)
 
     async def aanswer(self, query_bundle: QueryBundle) -> Any:
         """The response to `query_bundle`, as the engine's own `_aquery` makes it."""
+        with wrapped_run(self._new_run()):
+            if not self._lowerable(query_bundle):
+                with self._stock_errors(asynchronous=True):
+                    return await self._original._aquery(query_bundle)
+            with self._query_event(query_bundle) as respond:
+                with self._stock_errors(asynchronous=True), events.traced(query_bundle, asynchronous=True,
+                                                                           reported=respond is not None):
+                    response = await self._aquery_lowered(query_bundle)
+                return response if respond is None else respond(response)
+
+    @contextmanager
+    def _stock_errors(self, *, asynchronous: bool) -> Iterator[None]:
+        """Engine errors raised as the stock engine raises them (inside the QUERY event, as stock's)."""
         try:
-            with wrapped_run(self._new_run()), events.traced(query_bundle, asynchronous=True):
-                return await self._aquery_lowered(query_bundle)
+            yield
         except PromptTooLong as err:
             raise stock_error(err) from err
         except EngineError as err:
-            raise self._stock_error(err, asynchronous=True) from err
+            raise self._stock_error(err, asynchronous=asynchronous) from err
 
     def _stock_error(self, err: EngineError, *, asynchronous: bool) -> Exception:
         """What the stock engine raises for an engine that is down: its OpenAI client's error
@@ -189,8 +223,6 @@ class LoweredQuery:
 
     def _query_lowered(self, query_bundle: QueryBundle) -> Any:
         synth = self._original._response_synthesizer
-        if not self._lowerable(query_bundle):
-            return self._original._query(query_bundle)
         if not self._one_graph:
             nodes = self._session.run(self._retrieval_template(), {QUERY_PORT: query_bundle.query_str})
             return self._after_retrieval(query_bundle, nodes, self._run_streamed)
@@ -208,8 +240,6 @@ class LoweredQuery:
 
     async def _aquery_lowered(self, query_bundle: QueryBundle) -> Any:
         synth = self._original._response_synthesizer
-        if not self._lowerable(query_bundle):
-            return await self._original._aquery(query_bundle)
         if not self._one_graph:
             nodes = await self._session.arun(self._retrieval_template(), {QUERY_PORT: query_bundle.query_str})
             if self._synthesis is None or not nodes:

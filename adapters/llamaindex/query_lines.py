@@ -95,8 +95,9 @@ class QueryLinesOp:
 class StreamedQueryLinesOp:
     """PartialDecode of the query-generation call. Items (one-element slices): the original
     query first, then each generated query as its line completes, at most `limit` of them; the
-    stream is closed (the request aborted) once the retriever has all the lines it keeps. Its
-    `complete` end event carries the text generated until then."""
+    stream is closed (the request aborted) once the retriever has all the lines it keeps, unless
+    a handler listens to the query's events (`events.observed`): its `complete` end event then
+    carries the whole answer and its usage, as stock's call makes them."""
 
     inner: QueryLinesOp
 
@@ -105,17 +106,20 @@ class StreamedQueryLinesOp:
 
     async def stream(self, values: dict[str, Any], chunks: AsyncIterator[GenerationChunk]) -> AsyncIterator[list[str]]:
         yield [values[QUERY_PORT]]
-        lines, emitted, text, limit = QueryLines(), 0, [], self.inner.limit
+        lines, emitted, text, limit, final = QueryLines(), 0, [], self.inner.limit, None
         async with aclosing(chunks) as source:
             async for chunk in source:
                 text.append(chunk.delta)
+                final = chunk.generation or final
+                if emitted == limit:
+                    continue  # a listener reads the call whole, as stock makes it
                 for item in lines.feed(chunk.delta):
                     yield [item]
                     emitted += 1
-                    if emitted == limit:
+                    if emitted == limit and not events.observed():
                         events.llm_ended(values["prompt"], "".join(text))
                         return
-        events.llm_ended(values["prompt"], "".join(text))
+        events.llm_ended(values["prompt"], "".join(text), final)
         for item in lines.close()[: limit - emitted]:
             yield [item]
 
