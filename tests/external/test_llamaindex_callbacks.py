@@ -212,6 +212,38 @@ def test_fusion_rerank_refine_counted(counted, pydoc_dir, pg_dsn, reranker_dir, 
     assert callbacks.reported_calls[type(engine).__name__] == before + 2
 
 
+@pytest.mark.parametrize("mode", ["context", "condense_question", "condense_plus_context"])
+def test_chat_engine_guides_counted(counted, pydoc_dir, llm_proxy, mode) -> None:
+    """The chat engine guides with the counter: the lowered retriever or query engine inside a
+    stock chat engine fires its events under the chat engine's own, as stock's; the same counts,
+    events, nesting and engine requests, turn by turn."""
+    from llama_index.core import Settings
+
+    from .apps import li_chat_engines
+
+    counter, debug = counted
+    index = li_token_counting.build_index(str(pydoc_dir))
+
+    def ask(engine: Any) -> list[Any]:
+        seen = []
+        for turn in li_chat_engines.CONVERSATIONS[mode]:
+            if turn is None:
+                engine.reset()
+                continue
+            observed(counter, debug)
+            seen.append((engine.chat(turn).response, *observed(counter, debug)))
+        return seen
+
+    before = sum(callbacks.reported_calls.values())
+    stock = record(lambda: ask(li_chat_engines.chat_engine(mode, index, Settings.llm)), llm_proxy)
+    ours = record(lambda: ask(accel.wrap(li_chat_engines.chat_engine(mode, index, Settings.llm))), llm_proxy)
+    for theirs, mine in zip(stock.outputs, ours.outputs, strict=True):
+        for part, (a, b) in zip(("answer", "counts", "events", "nesting"), zip(theirs, mine, strict=True), strict=True):
+            assert b == a, (part, *difference(a, b))
+    assert_same_requests(stock, ours)
+    assert sum(callbacks.reported_calls.values()) == before + len(stock.outputs)  # every turn's retrieval lowered
+
+
 def test_retriever_alone_counted(counted, pydoc_dir, questions) -> None:
     counter, debug = counted
     index = li_token_counting.build_index(str(pydoc_dir))
