@@ -117,6 +117,27 @@ def event_ended(manager: Any, event_type: Any, payload: dict[str, Any] | None, e
     contextvars.copy_context().run(manager.on_event_end, event_type, payload, event_id=event_id)
 
 
+def event_failed(manager: Any, event_type: Any, event_id: str, parent: str, err: BaseException | None) -> None:
+    """End an event whose stock method raised `err`, as stock does: the LLM callback wrapper
+    reports the exception in the LLM event, then its `as_trace` in an EXCEPTION event (under
+    the LLM event's parent) unless an inner one did; an `event()` context reports it in its end
+    payload only if no inner one did. Both mark it reported (`event_added`), as stock's do."""
+    from llama_index.core.callbacks import CBEventType, EventPayload
+
+    reported = err is None or hasattr(err, "event_added")
+    if event_type is CBEventType.LLM:
+        event_ended(manager, event_type, None if err is None else {EventPayload.EXCEPTION: err}, event_id)
+        if not reported:
+            event_started(manager, CBEventType.EXCEPTION, {EventPayload.EXCEPTION: err}, parent)
+    else:
+        event_ended(manager, event_type, None if reported else {EventPayload.EXCEPTION: err}, event_id)
+    if not reported:
+        try:
+            err.event_added = True  # type: ignore[union-attr]
+        except AttributeError:  # an exception type without a __dict__
+            pass
+
+
 def current_event() -> str:
     """The callback event the caller's code runs in (stock nests the next one under it)."""
     from llama_index.core.callbacks.base import global_stack_trace

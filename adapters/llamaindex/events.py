@@ -101,7 +101,7 @@ class QueryTrace:
         self._open: dict[str, Span] = {}
         self._keyed: dict[Hashable, list[Any]] = {}
         self._nest: dict[str | None, str] = {}  # span id -> the callback event what runs inside it nests under
-        self._fired: dict[str, tuple[Any, CBEventType, str]] = {}  # span id -> its callback event
+        self._fired: dict[str, tuple[Any, CBEventType, str, str]] = {}  # span id -> its callback event (and its parent)
         self._lock = threading.Lock()
 
     def enter(self, instance: Any, method: str, args: tuple[Any, ...], parent: str | None,
@@ -117,10 +117,11 @@ class QueryTrace:
         self.open_span(span, parent)
         if callback is not None and self.callback_root is not None:
             manager, event_type, payload = callback
-            event_id = callbacks.event_started(manager, event_type, payload, self.nesting(span.id))
+            parent_event = self.nesting(span.id)
+            event_id = callbacks.event_started(manager, event_type, payload, parent_event)
             with self._lock:
                 self._nest[span.id] = event_id
-                self._fired[span.id] = (manager, event_type, event_id)
+                self._fired[span.id] = (manager, event_type, event_id, parent_event)
         return span
 
     def open_span(self, span: Span, parent: str | None) -> None:
@@ -151,7 +152,7 @@ class QueryTrace:
             fired = self._fired.pop(span.id, None)
         span.dispatcher.span_exit(id_=span.id, bound_args=span.bound, instance=span.instance, result=result)
         if fired is not None:
-            manager, event_type, event_id = fired
+            manager, event_type, event_id, _ = fired
             callbacks.event_ended(manager, event_type, ended, event_id)
 
     def drop(self, span: Span, err: BaseException | None) -> None:
@@ -162,9 +163,8 @@ class QueryTrace:
         if err is not None:
             span.dispatcher.event(SpanDropEvent(span_id=span.id, err_str=str(err)))
         span.dispatcher.span_drop(id_=span.id, bound_args=span.bound, instance=span.instance, err=err)
-        if fired is not None:  # stock's `event` context ends its event with the exception
-            manager, event_type, event_id = fired
-            callbacks.event_ended(manager, event_type, {EventPayload.EXCEPTION: err} if err is not None else None, event_id)
+        if fired is not None:
+            callbacks.event_failed(*fired, err)
 
     def parent(self, *keys: Hashable) -> str | None:
         """The id of the latest span kept under the first of `keys` holding one, else the

@@ -181,8 +181,9 @@ class LoweredQuery:
                 with self._stock_errors(asynchronous=False):
                     return self._original._query(query_bundle)
             with self._query_event(query_bundle) as respond:
-                with self._stock_errors(asynchronous=False), events.traced(query_bundle, asynchronous=False,
-                                                                            reported=respond is not None):
+                # the stock error is what the dropped spans and callback events report, as stock's
+                with events.traced(query_bundle, asynchronous=False, reported=respond is not None), \
+                        self._stock_errors(asynchronous=False):
                     response = self._query_lowered(query_bundle)
                 return response if respond is None else respond(response)
 
@@ -193,8 +194,9 @@ class LoweredQuery:
                 with self._stock_errors(asynchronous=True):
                     return await self._original._aquery(query_bundle)
             with self._query_event(query_bundle) as respond:
-                with self._stock_errors(asynchronous=True), events.traced(query_bundle, asynchronous=True,
-                                                                           reported=respond is not None):
+                # the stock error is what the dropped spans and callback events report, as stock's
+                with events.traced(query_bundle, asynchronous=True, reported=respond is not None), \
+                        self._stock_errors(asynchronous=True):
                     response = await self._aquery_lowered(query_bundle)
                 return response if respond is None else respond(response)
 

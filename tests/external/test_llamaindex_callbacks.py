@@ -62,7 +62,7 @@ def events(debug: Any) -> list[tuple[Any, ...]]:
 def nesting(debug: Any) -> list[tuple[str, str]]:
     """Each event's type and its parent's (the debug handler's trace map of the last trace):
     how the events nest."""
-    types = {start.id_: start.event_type.value for start, _ in debug.get_event_pairs()}
+    types = {event.id_: event.event_type.value for event in debug.get_events()}
     return sorted((types.get(child, "?"), types.get(parent, parent))
                   for parent, children in debug._trace_map.items() for child in children)
 
@@ -242,6 +242,31 @@ def test_chat_engine_guides_counted(counted, pydoc_dir, llm_proxy, mode) -> None
             assert b == a, (part, *difference(a, b))
     assert_same_requests(stock, ours)
     assert sum(callbacks.reported_calls.values()) == before + len(stock.outputs)  # every turn's retrieval lowered
+
+
+def test_a_failed_query_reports_as_stock(counted, pydoc_dir, base_url, model_name) -> None:
+    """A prompt longer than the server's window: the server's 400, raised as the OpenAI
+    client's `BadRequestError` by both. The callback events end as stock's do: the LLM's with the
+    exception, then an EXCEPTION event from the LLM call's own trace; the enclosing events
+    (SYNTHESIZE, QUERY) without it, the exception marked reported; the same nesting."""
+    import openai
+    from llama_index.core.callbacks import EventPayload
+    from llama_index.llms.openai_like import OpenAILike
+
+    counter, debug = counted
+    llm = OpenAILike(model=model_name, api_base=base_url, api_key="EMPTY", is_chat_model=True, temperature=0.0,
+                     max_tokens=16, context_window=100_000, max_retries=0)
+    engine = li_token_counting.build_index(str(pydoc_dir)).as_query_engine(similarity_top_k=2, llm=llm)
+    seen = []
+    for app in (engine, accel.wrap(engine)):
+        debug.flush_event_logs()
+        debug._trace_map = {}
+        with pytest.raises(openai.BadRequestError):
+            app.query("bread " * 3000)
+        fired = [(e.event_type.value, type((e.payload or {}).get(EventPayload.EXCEPTION)).__name__) for e in debug.get_events()]
+        seen.append((fired, nesting(debug)))
+    assert seen[1] == seen[0]
+    assert ("llm", "BadRequestError") in seen[0][0] and ("exception", "BadRequestError") in seen[0][0]
 
 
 def test_retriever_alone_counted(counted, pydoc_dir, questions) -> None:
