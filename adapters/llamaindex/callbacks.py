@@ -7,7 +7,7 @@ TEMPLATING from `predict`, RETRIEVE, SYNTHESIZE, RERANKING, QUERY. Handlers read
 the docs' token counting (`TokenCountingHandler` on `Settings.callback_manager`),
 `LlamaDebugHandler`, tracing integrations built on callbacks. A lowered stage does its engine
 work without those methods, so the lowered query fires them itself where the stock method
-would (`events.QueryTrace`, which opens the instrumentation spans at the same points): on the
+would (`query_trace.QueryTrace`, which opens the instrumentation spans at the same points): on the
 component's own manager, with stock's payloads, nested under the event stock nests them in.
 Each event starts and ends in a copy of the caller's context, so the managers' context stack
 (`global_stack_trace`) of the query's own code is never touched by stages running elsewhere.

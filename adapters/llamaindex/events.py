@@ -1,45 +1,34 @@
 """LlamaIndex instrumentation for a wrapped query engine: the spans and events stock code
-dispatches, fired from accel's node results.
+dispatches, fired from accel's node results, through the query's trace (`query_trace`):
 
-A `QueryTrace` lives for one query. The query engine sets it in a contextvar, which the
-session's task for that query inherits (and blocking nodes too: the runtime runs them in the
-query's context), so the lowered graph's nodes find it and report as they run:
-
-    retriever's first node   `retrieve` span, RetrievalStartEvent
-    Embed request / result   `get_query_embedding` span, EmbeddingStart/EndEvent per query text
+    retriever's first node   `retrieve` span, RetrievalStartEvent, RETRIEVE
+    Embed request / result   `get_query_embedding` span, EmbeddingStart/EndEvent, EMBEDDING per query text
     retriever's output node  RetrievalEndEvent (its nodes, before postprocessing)
-    rerank pairs / top_n     `_postprocess_nodes` span (SentenceTransformerRerank fires no events)
+    rerank pairs / top_n     `_postprocess_nodes` span, RERANKING (SentenceTransformerRerank
+                             fires no instrumentation event)
     Prefill / Decode         `predict` and `complete` / `chat` spans, LLMPredict* and
-                             LLMCompletion* / LLMChat* events (query generation: complete only)
+                             LLMCompletion* / LLMChat* events, TEMPLATING and LLM (query
+                             generation: complete only)
 
 Synthesis spans and events are opened by the synthesis plan (a node of the query's graph) and
-closed by the query engine with the response. Span
-ids, parents, bound arguments and results are those the stock methods' spans would carry, on
-the dispatchers of the modules defining them, so span handlers keyed on span ids (e.g.
-OpenInference's) see one coherent tree. Where a legacy callback handler listens (`callbacks`),
-the spans whose stock methods fire callback events fire them too (RETRIEVE, EMBEDDING,
-RERANKING, SYNTHESIZE, TEMPLATING, LLM), with stock's payloads, nested as stock nests them.
-Stock code run as-is inside a node nests under the span (and callback event) it would have run
-in (`under`). Nothing is built when no handler listens.
+closed by the query engine with the response. Span ids, parents, bound arguments and results
+are those the stock methods' spans would carry, so span handlers keyed on span ids (e.g.
+OpenInference's) see one coherent tree; the callback events (upper case above, only where a
+legacy callback handler listens: `callbacks`) carry stock's payloads, nested as stock nests
+them. Nothing is built when no handler listens.
 """
 
 from __future__ import annotations
 
 import inspect
-import threading
-from collections import ChainMap
 import uuid
-from collections.abc import Callable, Hashable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections import ChainMap
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
 import llama_index.core.instrumentation as instrument
 from llama_index.core.callbacks import CBEventType, EventPayload
-from llama_index.core.callbacks.base import global_stack_trace
-from llama_index.core.instrumentation import NullEventHandler, NullSpanHandler
-from llama_index.core.instrumentation.dispatcher import active_instrument_tags
 from llama_index.core.instrumentation.events.embedding import EmbeddingEndEvent, EmbeddingStartEvent
 from llama_index.core.instrumentation.events.llm import (
     LLMChatEndEvent,
@@ -50,207 +39,21 @@ from llama_index.core.instrumentation.events.llm import (
     LLMPredictStartEvent,
 )
 from llama_index.core.instrumentation.events.retrieval import RetrievalEndEvent, RetrievalStartEvent
-from llama_index.core.instrumentation.events.span import SpanDropEvent
 from llama_index.core.instrumentation.events.synthesis import (
     GetResponseEndEvent,
     GetResponseStartEvent,
     SynthesizeEndEvent,
     SynthesizeStartEvent,
 )
-from llama_index.core.instrumentation.span import active_span_id
 from llama_index.core.schema import QueryBundle
 
 from accel.adapters.common.classes import is_exactly
 from accel.ir import DecodeOp
 
-from . import callbacks
+from .query_trace import QueryTrace, Span, current_trace
 
-_ASYNC_TWINS = frozenset({"retrieve", "get_query_embedding", "synthesize", "get_response", "predict", "complete", "chat"})
 _DECORATED = "__dispatcher_span_decorated__"  # a method LlamaIndex traces (DispatcherSpanMixin)
 _ASYNC_VIA_SYNC = (("llama_index.embeddings.huggingface.base", "HuggingFaceEmbedding"),)  # async query embedding = the sync one in a worker thread
-_current: ContextVar[QueryTrace | None] = ContextVar("accel_llamaindex_trace", default=None)
-
-
-@dataclass(frozen=True)
-class Span:
-    """An open synthetic span: what its exit or drop must repeat to its handlers."""
-
-    id: str
-    dispatcher: Any
-    bound: inspect.BoundArguments
-    instance: Any
-
-
-Callback = tuple[Any, CBEventType, dict[str, Any]]
-"""A legacy callback event a span's stock method fires: (its component's manager, type, start payload)."""
-
-
-class QueryTrace:
-    """The synthetic spans of one query: those still open (dropped if the query fails) and
-    those a later hook closes, found by key (the latest kept under a key comes first).
-    `callback_root`: the legacy callback event the query's events nest under (None: no
-    callback handler listens, no callback event fires)."""
-
-    def __init__(self, bundle: QueryBundle, asynchronous: bool, root: str | None, *, retrieval: bool = True,
-                 callback_root: str | None = None) -> None:
-        self.bundle = bundle
-        self.asynchronous = asynchronous
-        self.root = root
-        self.retrieval = retrieval  # False: the retriever's own `retrieve` reports itself (a lowered retriever)
-        self.callback_root = callback_root
-        self._open: dict[str, Span] = {}
-        self._keyed: dict[Hashable, list[Any]] = {}
-        self._nest: dict[str | None, str] = {}  # span id -> the callback event what runs inside it nests under
-        self._fired: dict[str, tuple[Any, CBEventType, str, str]] = {}  # span id -> its callback event (and its parent)
-        self._lock = threading.Lock()
-
-    def enter(self, instance: Any, method: str, args: tuple[Any, ...], parent: str | None,
-              kwargs: dict[str, Any] | None = None, callback: Callback | None = None) -> Span:
-        """Open the span `instance.method(*args, **kwargs)` would open (its async twin in
-        an async query), and the callback event that method starts, if any."""
-        if self.asynchronous and method in _ASYNC_TWINS:
-            method = f"a{method}"
-        fn = getattr(instance, method)
-        dispatcher = instrument.get_dispatcher(fn.__module__)
-        span = Span(f"{type(instance).__name__}.{method}-{uuid.uuid4()}", dispatcher,
-                    inspect.signature(fn).bind(*args, **(kwargs or {})), instance)
-        self.open_span(span, parent)
-        if callback is not None and self.callback_root is not None:
-            manager, event_type, payload = callback
-            parent_event = self.nesting(span.id)
-            event_id = callbacks.event_started(manager, event_type, payload, parent_event)
-            with self._lock:
-                self._nest[span.id] = event_id
-                self._fired[span.id] = (manager, event_type, event_id, parent_event)
-        return span
-
-    def open_span(self, span: Span, parent: str | None) -> None:
-        span.dispatcher.span_enter(id_=span.id, bound_args=span.bound, instance=span.instance, parent_id=parent,
-                                   tags=active_instrument_tags.get())
-        with self._lock:
-            self._open[span.id] = span
-            if self.callback_root is not None:
-                self._nest[span.id] = self._nest.get(parent, self.callback_root)
-
-    def nesting(self, span_id: str | None) -> str:
-        """The callback event stock code running inside span `span_id` nests under."""
-        with self._lock:
-            return self._nest.get(span_id, self.callback_root or "root")
-
-    def leaf(self, span: Span, callback: Callback) -> None:
-        """A callback event that starts and ends at once inside `span` (`predict`'s TEMPLATING)."""
-        if self.callback_root is not None:
-            manager, event_type, payload = callback
-            event_id = callbacks.event_started(manager, event_type, payload, self.nesting(span.id))
-            callbacks.event_ended(manager, event_type, None, event_id)
-
-    def exit(self, span: Span, result: Any, ended: dict[str, Any] | None = None) -> None:
-        """Close the span with `result`, and its callback event with payload `ended`."""
-        with self._lock:
-            if self._open.pop(span.id, None) is None:
-                return
-            fired = self._fired.pop(span.id, None)
-        span.dispatcher.span_exit(id_=span.id, bound_args=span.bound, instance=span.instance, result=result)
-        if fired is not None:
-            manager, event_type, event_id, _ = fired
-            callbacks.event_ended(manager, event_type, ended, event_id)
-
-    def drop(self, span: Span, err: BaseException | None) -> None:
-        with self._lock:
-            if self._open.pop(span.id, None) is None:
-                return
-            fired = self._fired.pop(span.id, None)
-        if err is not None:
-            span.dispatcher.event(SpanDropEvent(span_id=span.id, err_str=str(err)))
-        span.dispatcher.span_drop(id_=span.id, bound_args=span.bound, instance=span.instance, err=err)
-        if fired is not None:
-            callbacks.event_failed(*fired, err)
-
-    def parent(self, *keys: Hashable) -> str | None:
-        """The id of the latest span kept under the first of `keys` holding one, else the
-        query's root span."""
-        for key in keys:
-            span = self.peek(key)
-            if span is not None:
-                return span.id
-        return self.root
-
-    def event(self, span: Span, event: type, **fields: Any) -> None:
-        span.dispatcher.event(event(span_id=span.id, **fields))
-
-    def keep(self, key: Hashable, value: Any) -> None:
-        with self._lock:
-            self._keyed.setdefault(key, []).append(value)
-
-    def peek(self, key: Hashable) -> Any:
-        with self._lock:
-            found = self._keyed.get(key)
-            return found[-1] if found else None
-
-    def take(self, key: Hashable) -> Any:
-        with self._lock:
-            found = self._keyed.get(key)
-            return found.pop() if found else None
-
-    def close(self, err: BaseException | None) -> None:
-        """Drop what is still open, innermost first (a failed or abandoned query)."""
-        with self._lock:
-            spans = list(self._open.values())
-            self._keyed.clear()
-        for span in reversed(spans):
-            self.drop(span, err)
-
-
-def observed() -> bool:
-    """Whether a handler listens to the current query's events (its trace is open)."""
-    return _current.get() is not None
-
-
-def listening() -> bool:
-    """Whether any dispatcher has a handler that is not a null one."""
-    return any(not isinstance(h, (NullEventHandler, NullSpanHandler))
-               for d in instrument.root_manager.dispatchers.values() for h in (*d.event_handlers, *d.span_handlers))
-
-
-@contextmanager
-def traced(bundle: QueryBundle, *, asynchronous: bool, retrieval: bool = True, reported: bool = False) -> Iterator[None]:
-    """Trace the query run inside, under the caller's active span (the engine's `_query`).
-    `retrieval=False`: the top-level retriever's span and events are stock code's own.
-    `reported`: a legacy callback handler listens; its events nest under the caller's
-    current one (the engine's QUERY, the retriever's RETRIEVE)."""
-    if not reported and not listening():
-        yield
-        return
-    trace = QueryTrace(bundle, asynchronous, active_span_id.get(), retrieval=retrieval,
-                       callback_root=callbacks.current_event() if reported else None)
-    token = _current.set(trace)
-    try:
-        yield
-    except BaseException as err:
-        trace.close(err)
-        raise
-    finally:
-        _current.reset(token)
-    trace.close(None)
-
-
-@contextmanager
-def under(key: Hashable) -> Iterator[None]:
-    """Stock code run as-is nests under the synthetic span `key` (e.g. an opaque embedding
-    inside a lowered retriever), and its callback events under that span's."""
-    trace = _current.get()
-    span = trace.peek(key) if trace is not None else None
-    if span is None:
-        yield
-        return
-    token = active_span_id.set(span.id)
-    stack = global_stack_trace.set([*global_stack_trace.get(), trace.nesting(span.id)]) if trace.callback_root else None
-    try:
-        yield
-    finally:
-        if stack is not None:
-            global_stack_trace.reset(stack)
-        active_span_id.reset(token)
 
 
 # ---- retrieval -------------------------------------------------------------------------------
@@ -259,7 +62,7 @@ def under(key: Hashable) -> Iterator[None]:
 def retrieval_started(retriever: Any, key: Hashable = "retrieve", query: str | None = None,
                       parent: tuple[Hashable, ...] = ()) -> None:
     """`retriever.retrieve(bundle)` begins: the query's own bundle, or a fusion sub-query's."""
-    trace = _current.get()
+    trace = current_trace()
     if trace is None or (key == "retrieve" and not trace.retrieval):
         return
     bundle = trace.bundle if query is None else QueryBundle(query_str=query)
@@ -270,7 +73,7 @@ def retrieval_started(retriever: Any, key: Hashable = "retrieve", query: str | N
 
 
 def retrieval_ended(nodes: list[Any], key: Hashable = "retrieve") -> list[Any]:
-    trace = _current.get()
+    trace = current_trace()
     span = trace.take(key) if trace is not None else None
     if span is not None:
         trace.event(span, RetrievalEndEvent, str_or_query_bundle=span.bound.args[0], nodes=nodes)
@@ -293,7 +96,7 @@ class EmbedHooks:
         return ("sub", self.sub[1], text) if self.sub is not None else "retrieve"
 
     def request(self, text: str, _values: dict[str, Any]) -> Any:
-        trace = _current.get()
+        trace = current_trace()
         if trace is not None:
             if self.sub is not None:
                 retrieval_started(self.sub[0], self._parent(text), text, parent=("retrieve",))
@@ -321,7 +124,7 @@ class EmbedHooks:
                 parent = inner.id
 
     def result(self, values: dict[str, Any], vectors: list[Any]) -> list[Any]:
-        trace = _current.get()
+        trace = current_trace()
         if trace is not None:
             for text, vector in zip(values[self.port], vectors, strict=True):
                 while (inner := trace.take(("embed-model", self._parent(text)))) is not None:  # innermost first
@@ -334,7 +137,7 @@ class EmbedHooks:
 
 
 def rerank_started(postprocessor: Any, nodes: list[Any]) -> None:
-    trace = _current.get()
+    trace = current_trace()
     if trace is not None:
         # SentenceTransformerRerank's event (the reranker accel lowers)
         callback = (postprocessor.callback_manager, CBEventType.RERANKING,
@@ -345,7 +148,7 @@ def rerank_started(postprocessor: Any, nodes: list[Any]) -> None:
 
 
 def rerank_ended(postprocessor: Any, nodes: list[Any]) -> list[Any]:
-    trace = _current.get()
+    trace = current_trace()
     span = trace.take(("post", id(postprocessor))) if trace is not None else None
     if span is not None:
         trace.exit(span, nodes, {EventPayload.NODES: nodes})
@@ -360,7 +163,7 @@ def synthesis_started(synthesizer: Any, bundle: QueryBundle, nodes: list[Any]) -
     nest under the innermost `get_response`."""
     from llama_index.core.schema import MetadataMode
 
-    trace = _current.get()
+    trace = current_trace()
     if trace is None:
         return
     texts = [n.node.get_content(metadata_mode=MetadataMode.LLM) for n in nodes]
@@ -384,7 +187,7 @@ def response_started(synthesizer: Any, query: str, chunks: list[str]) -> None:
     (the `Refine` one it calls), as stock's."""
     from llama_index.core.response_synthesizers import CompactAndRefine
 
-    trace = _current.get()
+    trace = current_trace()
     if trace is None:
         return
     if isinstance(synthesizer, CompactAndRefine):
@@ -397,13 +200,13 @@ def response_started(synthesizer: Any, query: str, chunks: list[str]) -> None:
 
 def level_started(synthesizer: Any, query: str, texts: list[str]) -> None:
     """tree_summarize summarises the summaries of a level in a nested `get_response`."""
-    trace = _current.get()
+    trace = current_trace()
     if trace is not None:
         _open_response(trace, synthesizer, query, texts)
 
 
 def synthesis_ended(bundle: QueryBundle, response: Any) -> None:
-    trace = _current.get()
+    trace = current_trace()
     if trace is None:
         return
     started = trace.take("response")
@@ -419,7 +222,7 @@ def synthesis_ended(bundle: QueryBundle, response: Any) -> None:
 
 def synthesis_abandoned(err: BaseException) -> None:
     """The plan did not fit the query: stock synthesis answers it, with its own spans."""
-    trace = _current.get()
+    trace = current_trace()
     if trace is not None:
         trace.take("response")
         for key in ("get_response", "synthesize"):
@@ -437,7 +240,7 @@ def llm_started(llm: Any, prompt: Any, *, template: Any = None, template_args: d
     `llm.complete(prompt)` (query generation, no template) with the rendered `prompt`."""
     from llama_index.core.base.llms.types import ChatMessage
 
-    trace = _current.get()
+    trace = current_trace()
     if trace is None:
         return
     parent_id = trace.parent(parent)
@@ -470,7 +273,7 @@ def llm_started(llm: Any, prompt: Any, *, template: Any = None, template_args: d
 def llm_ended(prompt: Any, text: str, generation: Any = None) -> None:
     from llama_index.core.base.llms.types import ChatMessage, ChatResponse, CompletionResponse
 
-    trace = _current.get()
+    trace = current_trace()
     found = trace.take(("llm", _key(prompt))) if trace is not None else None
     if found is None:
         return

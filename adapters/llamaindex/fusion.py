@@ -24,7 +24,7 @@ from typing import Any
 from accel.ir import CallOp, GraphBuilder, ItemsOp, Kind, Ref
 from accel.registry import EngineRegistry
 
-from . import events
+from . import events, query_trace
 from .bindings import Unbound, bind_llm, bind_query_embedding, bind_vector_store
 from .query_lines import QueryLinesOp, query_prompt
 
@@ -82,7 +82,7 @@ def _expand(b: GraphBuilder, retriever: Any, query: Ref, session: EngineRegistry
 
         def expand(query: str) -> list[str]:
             events.retrieval_started(retriever)
-            with events.under("retrieve"):
+            with query_trace.under("retrieve"):
                 return _queries(retriever, query)
 
         return b.add(Kind.CALL, "expand", inputs={"query": query}, op=CallOp(expand))

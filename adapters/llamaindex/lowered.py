@@ -25,7 +25,7 @@ from accel.adapters.common.dropin import DropInState, state_of
 from accel.registry import TemplateCompiler
 from accel.types import Identity, TemplateBuild
 
-from . import callbacks, events
+from . import callbacks, query_trace
 from .dropin import make_dropin
 from .retrieval import plan_retrieval
 
@@ -58,14 +58,14 @@ def _retriever_overrides(cls: type) -> dict[str, Any]:
         found = state_of(self)
         if not _lowerable(query_bundle):
             return own_sync(self, query_bundle)
-        with events.traced(query_bundle, asynchronous=False, retrieval=False, reported=_reported(self)):
+        with query_trace.traced(query_bundle, asynchronous=False, retrieval=False, reported=_reported(self)):
             return found.session.run(found.helper, {"query": query_bundle.query_str})
 
     async def _aretrieve(self: Any, query_bundle: Any) -> Any:
         found = state_of(self)
         if not _lowerable(query_bundle):
             return await own_async(self, query_bundle)
-        with events.traced(query_bundle, asynchronous=True, retrieval=False, reported=_reported(self)):
+        with query_trace.traced(query_bundle, asynchronous=True, retrieval=False, reported=_reported(self)):
             return await found.session.arun(found.helper, {"query": query_bundle.query_str})
 
     return {"_retrieve": _span(cls, "_retrieve", _retrieve), "_aretrieve": _span(cls, "_aretrieve", _aretrieve)}

@@ -32,7 +32,7 @@ from accel.scope import WrappedRun, wrapped_run
 from accel.types import Identity, TemplateBuild
 from accel.engines.errors import EngineError, PromptTooLong
 
-from . import callbacks, events
+from . import callbacks, events, query_trace
 from .bindings import Unbound, bind_llm
 from .errors import stock_embed_error, stock_error, stock_llm_error, stock_vectordb_error
 from .prompts import QUERY_PORT, PlanMismatch
@@ -134,7 +134,7 @@ class LoweredQuery:
         if not nodes:
             return SubRun(self._template(("const",), synthesis.const_graph), {"value": STOCK})
         events.synthesis_started(synthesis.synthesizer, state.bundle, nodes)
-        with events.under("get_response"):
+        with query_trace.under("get_response"):
             return synthesis.plan(state.bundle.query_str, _texts(nodes), self._template)
 
     # ---- queries ------------------------------------------------------------------------------
@@ -153,7 +153,7 @@ class LoweredQuery:
         if self._synthesis is None or not self._synthesis.streaming:
             return False
         handlers = callbacks.listeners(self._components)
-        if not handlers and events.listening():
+        if not handlers and query_trace.listening():
             handlers = ["an instrumentation handler on a streamed response"]
         return callbacks.stock_answers(type(self._original).__name__, handlers)
 
@@ -182,7 +182,7 @@ class LoweredQuery:
                     return self._original._query(query_bundle)
             with self._query_event(query_bundle) as respond:
                 # the stock error is what the dropped spans and callback events report, as stock's
-                with events.traced(query_bundle, asynchronous=False, reported=respond is not None), \
+                with query_trace.traced(query_bundle, asynchronous=False, reported=respond is not None), \
                         self._stock_errors(asynchronous=False):
                     response = self._query_lowered(query_bundle)
                 return response if respond is None else respond(response)
@@ -195,7 +195,7 @@ class LoweredQuery:
                     return await self._original._aquery(query_bundle)
             with self._query_event(query_bundle) as respond:
                 # the stock error is what the dropped spans and callback events report, as stock's
-                with events.traced(query_bundle, asynchronous=True, reported=respond is not None), \
+                with query_trace.traced(query_bundle, asynchronous=True, reported=respond is not None), \
                         self._stock_errors(asynchronous=True):
                     response = await self._aquery_lowered(query_bundle)
                 return response if respond is None else respond(response)
@@ -266,7 +266,7 @@ class LoweredQuery:
         if self._synthesis is None or not nodes:
             return synth.synthesize(query=query_bundle, nodes=nodes)
         events.synthesis_started(synth, query_bundle, nodes)
-        with events.under("get_response"):
+        with query_trace.under("get_response"):
             run = self._synthesis.streamed(query_bundle.query_str, _texts(nodes), self._template)
         return self._respond(query_bundle, run if isinstance(run, str) else tokens(run), nodes)
 

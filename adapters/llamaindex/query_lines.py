@@ -18,7 +18,7 @@ from typing import Any
 
 from accel.engines.base import GenerationChunk, GenerationRequest, SamplingParams
 
-from . import events
+from . import events, query_trace
 
 QUERY_PORT = "query"
 
@@ -95,9 +95,10 @@ class QueryLinesOp:
 class StreamedQueryLinesOp:
     """PartialDecode of the query-generation call. Items (one-element slices): the original
     query first, then each generated query as its line completes, at most `limit` of them; the
-    stream is closed (the request aborted) once the retriever has all the lines it keeps, unless
-    a handler listens to the query's events (`events.observed`): its `complete` end event then
-    carries the whole answer and its usage, as stock's call makes them."""
+    stream is closed (the request aborted) once the retriever has all the lines it keeps, and its
+    `complete` end event carries the text generated until then; unless a legacy callback handler
+    listens (`query_trace.counted`: token counters read every call's text and usage), which then
+    gets the whole answer and its usage, as stock's call makes them."""
 
     inner: QueryLinesOp
 
@@ -112,11 +113,11 @@ class StreamedQueryLinesOp:
                 text.append(chunk.delta)
                 final = chunk.generation or final
                 if emitted == limit:
-                    continue  # a listener reads the call whole, as stock makes it
+                    continue  # a callback handler counts the call whole, as stock makes it
                 for item in lines.feed(chunk.delta):
                     yield [item]
                     emitted += 1
-                    if emitted == limit and not events.observed():
+                    if emitted == limit and not query_trace.counted():
                         events.llm_ended(values["prompt"], "".join(text))
                         return
         events.llm_ended(values["prompt"], "".join(text), final)

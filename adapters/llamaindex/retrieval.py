@@ -22,7 +22,7 @@ from accel.adapters.common.rerank_ahead import merged, missing
 from accel.ir import CallOp, GraphBuilder, ItemsOp, Kind, Ref
 from accel.registry import EngineRegistry
 
-from . import events
+from . import events, query_trace
 from .bindings import Unbound, bind_query_embedding, bind_reranker, bind_vector_store, hits_to_result
 from .fusion import is_fusion, lower_fusion
 from .prompts import QUERY_PORT
@@ -89,7 +89,7 @@ def _lower_retriever(plan: RetrievalPlan, b: GraphBuilder, query: Ref, session: 
         plan.opaque.append(search)
 
         def store_search(query: str, vectors: list[list[float]]) -> list[Any]:
-            with events.under("retrieve"):
+            with query_trace.under("retrieve"):
                 return events.retrieval_ended(retriever._get_nodes_with_embeddings(_bundle(query, vectors[0])))
 
         return b.add(Kind.CALL, "search", inputs={"query": query, "vectors": vectors}, op=CallOp(store_search))
@@ -110,7 +110,7 @@ def _lower_embed(plan: RetrievalPlan, b: GraphBuilder, query: Ref, session: Engi
 
         def embed(query: str) -> list[list[float]]:
             events.retrieval_started(retriever)
-            with events.under("retrieve"):
+            with query_trace.under("retrieve"):
                 return [embed_model.get_agg_embedding_from_queries([query])]
 
         return b.add(Kind.CALL, "embed", inputs={"query": query}, op=CallOp(embed))

@@ -34,7 +34,7 @@ from accel.adapters.common.classes import is_exactly
 from accel.engines.base import GenerationRequest
 from accel.ir import CallOp, DecodeOp, GatherOp, GraphBuilder, Kind, Ref
 
-from . import events
+from . import events, query_trace
 from .bindings import LLMBinding, Unbound
 from .prompts import QUERY_PORT, LlamaPromptOp, PlanMismatch, RefinePromptOp, prompt_parts
 from .streaming import StreamedRun
@@ -194,7 +194,7 @@ class SynthesisPlan:
 
         def next_level(query: str, answers: list[str]) -> SubRun:
             events.level_started(self.synthesizer, query, answers)
-            with events.under("get_response"):
+            with query_trace.under("get_response"):
                 return self._level(query, answers, template_for)
 
         plan = b.add(Kind.CALL, "next", inputs={QUERY_PORT: query, "answers": answers}, op=CallOp(next_level))
