@@ -157,3 +157,28 @@ class LoopCaller:
         # the task starts in the query's context (the node's, captured by call_soon_threadsafe);
         # cancelling the awaiting node cancels it on the caller's loop
         return asyncio.wrap_future(context.run(asyncio.run_coroutine_threadsafe, make(), self.loop))
+
+
+def default_executor_is_asyncios(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether `loop`'s default executor is the one asyncio makes itself (or none yet), not one
+    the user set (`loop.set_default_executor`). asyncio sizes its own once, `min(32, CPU count
+    + 4)` threads, and the frameworks hand an async call's sync code to it; accel hands that
+    code to `user_code_pool` instead while this holds (a user-set executor is the user's to
+    size). Reads the loop's `_default_executor` (CPython's asyncio; a loop implementation
+    without it counts as asyncio's)."""
+    executor = getattr(loop, "_default_executor", None)
+    return executor is None or getattr(executor, "_thread_name_prefix", None) == "asyncio"
+
+
+async def in_user_pool(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """`fn(*args, **kwargs)` in `user_code_pool`, in a copy of the current context, as
+    LangChain's `run_in_executor` runs it in the default executor (a StopIteration turned into
+    RuntimeError: an asyncio future cannot carry it)."""
+    def call() -> T:
+        try:
+            return fn(*args, **kwargs)
+        except StopIteration as err:
+            raise RuntimeError from err
+
+    return await asyncio.get_running_loop().run_in_executor(user_code_pool(), contextvars.copy_context().run, call)
+

@@ -137,6 +137,18 @@ def test_the_compressor_runs_on_the_callers_thread(vectorstore, questions) -> No
     assert KeepAndReverse.calls == [threading.current_thread().name]
 
 
+def test_a_sync_compressor_of_an_async_call_runs_in_accels_pool(async_vectorstore, questions) -> None:
+    """Stock's `acompress_documents` hands the sync one to the loop's default executor (as many
+    threads as asyncio gives it); a wrapped call runs it, with the same arguments, in accel's
+    user-code pool (adapters/langchain/sync_code.py)."""
+    retriever = compression(async_vectorstore, "keep")
+    KeepAndReverse.calls.clear()
+    stock = asyncio.run(retriever.ainvoke(questions[0]))
+    fast = asyncio.run(accel.wrap(retriever).ainvoke(questions[0]))
+    assert fast == stock
+    assert [name.split("_")[0] for name in KeepAndReverse.calls] == ["asyncio", "accel-user"]
+
+
 def test_no_documents_no_compressor_call(vectorstore, questions) -> None:
     retriever = compression(vectorstore, "keep", filter={"n": -1})
     KeepAndReverse.calls.clear()

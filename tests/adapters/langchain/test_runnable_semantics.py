@@ -105,6 +105,83 @@ def test_sync_steps_run_on_the_callers_thread_with_stock_run_tags(chat_model) ->
     assert stock_ask == [r for r in fast_runs.runs if r[0] == "ask"] == [("ask", ("seq:step:1",))]
 
 
+def _default_executor_threads() -> int:
+    """The threads asyncio gives a loop's default executor (`ThreadPoolExecutor`'s default)."""
+    import os
+
+    return min(32, (os.cpu_count() or 1) + 4)
+
+
+class Ask(Runnable[Any, Any]):
+    """A first step with `invoke` only: stock's `ainvoke` runs it in the default executor."""
+
+    def __init__(self, ask: Any) -> None:
+        self.ask = ask
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        return self.ask(input)
+
+
+@pytest.mark.parametrize("step", ["lambda", "invoke only"])
+def test_sync_steps_of_concurrent_ainvokes_are_not_held_to_the_default_executor(chat_model, step) -> None:
+    """Stock's `ainvoke` hands a sync step to the loop's default executor, so no more of them
+    run at once than it has threads. A wrapped call runs the same code in accel's pool: one
+    more concurrent call than those threads all meet at a barrier, which they could not if
+    each waited for one of them; answers and runs as stock's (stock asked one at a time)."""
+    parties = _default_executor_threads() + 1
+    meet = threading.Barrier(parties, timeout=60)
+    threads: list[str] = []
+
+    def chain_with(wait: bool) -> Runnable:
+        def ask(question: str) -> dict[str, str]:
+            threads.append(threading.current_thread().name)
+            if wait:
+                meet.wait()
+            return {"question": question}
+
+        first = RunnableLambda(ask) if step == "lambda" else Ask(ask)
+        return first | PROMPT | chat_model | StrOutputParser()
+
+    stock, fast = chain_with(False), accel.wrap(chain_with(True))
+    assert fast.lowered
+    questions = [f"What is json? ({i})" for i in range(parties)]
+    stock_runs, fast_runs = Runs(), Runs()
+
+    async def stock_one_by_one() -> list[str]:
+        return [await stock.ainvoke(q, config={"callbacks": [stock_runs]}) for q in questions]
+
+    async def fast_together() -> list[str]:
+        return await asyncio.gather(*(fast.ainvoke(q, config={"callbacks": [fast_runs]}) for q in questions))
+
+    expected = asyncio.run(stock_one_by_one())
+    assert all(name.startswith("asyncio") for name in threads)  # stock: the default executor
+    threads.clear()
+    assert asyncio.run(fast_together()) == expected
+    assert len(threads) == parties and not any(name.startswith("asyncio") for name in threads)
+    assert sorted(fast_runs.runs) == sorted(stock_runs.runs)
+
+
+def test_a_default_executor_the_user_set_runs_the_sync_steps(chat_model) -> None:
+    threads: list[str] = []
+
+    def ask(question: str) -> dict[str, str]:
+        threads.append(threading.current_thread().name)
+        return {"question": question}
+
+    chain = RunnableLambda(ask) | PROMPT | chat_model | StrOutputParser()
+    fast = accel.wrap(chain)
+
+    async def both() -> tuple[str, str]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(2, thread_name_prefix="mine"))
+        return await chain.ainvoke("What is json?"), await fast.ainvoke("What is json?")
+
+    stock_out, fast_out = asyncio.run(both())
+    assert fast_out == stock_out
+    assert len(threads) == 2 and all(name.startswith("mine") for name in threads)
+
+
 def test_an_engine_free_parallel_keeps_its_own_run(chat_model) -> None:
     both = RunnableParallel(question=RunnableLambda(lambda q: q), shout=RunnableLambda(str.upper))
     chain = both | ChatPromptTemplate.from_template("{question} {shout}") | chat_model | StrOutputParser()
