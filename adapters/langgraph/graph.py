@@ -32,6 +32,7 @@ from typing import Any
 
 from accel.adapters.common.dropin import DropInState, make_dropin, state_of
 from accel.adapters.common.floor import values
+from accel.adapters.langgraph.sync_nodes import pool_sync_nodes
 from accel.adapters.langgraph.structure import GraphStructure, explain_structure, read_structure, task_of
 from accel.options import WrapOptions
 from accel.passes import learned_prefill
@@ -49,6 +50,7 @@ class _Accel:
         self.session = session
         self.name = original.get_name()
         self.lowered: dict[str, Any] = {}  # node name -> its LCEL runnable, lowered
+        self.pooled: list[str] = []  # sync function nodes whose async side runs in accel's pool
         self.model = session.learner(self.name, options.disabled_passes)
 
     def new_run(self) -> WrappedRun:
@@ -110,7 +112,8 @@ def wrap_graph(graph: Any, options: WrapOptions) -> Any:
     if not accel.lowered:
         note_unused("langgraph", [name for name in options.non_default() if name != "policy"
                                   and (name != "disabled_passes" or set(options.disabled_passes) - {learned_prefill.NAME})])
-    update = {"nodes": nodes} if accel.lowered else {}
+    accel.pooled = pool_sync_nodes(nodes)
+    update = {"nodes": nodes} if accel.lowered or accel.pooled else {}
 
     def copy(original: Any) -> Any:
         fast = original.copy(update)
@@ -211,7 +214,7 @@ def _entry_points(base: type, accel: _Accel) -> dict[str, Any]:
 
         title = f"accel.wrap({accel.name}) [LangGraph {base.__name__}]"
         learned = accel.model.explain() if accel.model is not None else ["learned prefill: off (disabled_passes)"]
-        return explain_structure(title, accel.structure, floor.stats.snapshot(), accel.lowered, learned)
+        return explain_structure(title, accel.structure, floor.stats.snapshot(), accel.lowered, learned, accel.pooled)
 
     def __repr__(self: Any) -> str:
         return f"accel.wrap({base.__repr__(self)})"

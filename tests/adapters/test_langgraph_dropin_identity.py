@@ -64,7 +64,12 @@ def test_every_instance_attribute_of_the_original_is_on_the_drop_in() -> None:
     graph.app_note = {"set": "after compile"}  # anything an app or LangGraph sets on the instance
     fast = accel.wrap(graph)
     missing = {name for name, value in vars(graph).items() if vars(fast).get(name, object()) != value}
-    assert missing == set()
+    assert missing == {"nodes"}  # a copy of each sync function node (sync_nodes.py), the same otherwise:
+    assert fast.nodes.keys() == graph.nodes.keys()
+    for name, node in graph.nodes.items():
+        copy = fast.nodes[name]
+        assert (copy.triggers, copy.channels, copy.writers, copy.bound.func, copy.bound.name) == \
+            (node.triggers, node.channels, node.writers, node.bound.func, node.bound.name)
     assert fast.app_note is graph.app_note
 
 
@@ -98,3 +103,68 @@ def test_a_wrapped_subgraph_is_drawn_and_serialised_as_langgraph_s_class() -> No
     ids = [node["data"]["id"] for node in _with_subgraph(fast).get_graph().to_json()["nodes"] if node["id"] == "sub"]
     assert ids == [["langgraph", "graph", "state", "CompiledStateGraph"]]
     assert _with_subgraph(fast).invoke({"x": 1}) == {"x": 2}
+
+
+def _default_executor_threads() -> int:
+    import os
+
+    return min(32, (os.cpu_count() or 1) + 4)
+
+
+def _waiting_graph(meet: Any, threads: list[str]) -> Any:
+    import threading
+
+    class Count(TypedDict):
+        x: int
+
+    def inc(state: Count) -> dict[str, int]:  # a sync node: LangGraph's async side is the default executor
+        threads.append(threading.current_thread().name)
+        if meet is not None:
+            meet.wait()
+        return {"x": state["x"] + 1}
+
+    builder = StateGraph(Count)
+    builder.add_node("inc", inc)
+    builder.add_edge(START, "inc")
+    builder.add_edge("inc", END)
+    return builder.compile()
+
+
+def test_sync_nodes_of_concurrent_async_runs_are_not_held_to_the_default_executor() -> None:
+    """One more concurrent `ainvoke` than the default executor has threads: the wrapped graph's
+    sync nodes all meet at a barrier (accel's pool), which stock's could not (each would wait
+    for a thread); results as stock's, and the original graph still runs stock's way."""
+    import asyncio
+    import threading
+
+    parties = _default_executor_threads() + 1
+    threads: list[str] = []
+    graph = _waiting_graph(threading.Barrier(parties, timeout=60), threads)
+    fast = accel.wrap(graph)
+
+    async def together() -> list[Any]:
+        return await asyncio.gather(*(fast.ainvoke({"x": i}) for i in range(parties)))
+
+    assert asyncio.run(together()) == [{"x": i + 1} for i in range(parties)]
+    assert len(threads) == parties and not any(name.startswith("asyncio") for name in threads)
+    assert "sync function nodes in async runs: accel's worker pool" in fast.explain()
+    threads.clear()
+    alone = _waiting_graph(None, threads)
+    accel.wrap(alone)
+    assert asyncio.run(alone.ainvoke({"x": 1})) == {"x": 2}
+    assert threads[0].startswith("asyncio")  # wrapping left the original's nodes as they were
+
+
+def test_a_default_executor_the_user_set_runs_the_sync_nodes() -> None:
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    threads: list[str] = []
+    fast = accel.wrap(_waiting_graph(None, threads))
+
+    async def run() -> Any:
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(2, thread_name_prefix="mine"))
+        return await fast.ainvoke({"x": 1})
+
+    assert asyncio.run(run()) == {"x": 2}
+    assert threads[0].startswith("mine")
