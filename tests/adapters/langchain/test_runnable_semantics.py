@@ -87,14 +87,18 @@ def test_async_only_steps_run_their_async_method_on_the_callers_loop(chat_model)
         fast.invoke("x")
 
 
-def test_sync_steps_run_on_the_callers_thread_with_stock_run_tags(chat_model) -> None:
-    threads: list[str] = []
-
+def _asking_chain(chat_model: Any, threads: list[str]) -> Runnable:
+    """A sync first step that records the thread it runs on, then the model."""
     def ask(question: str) -> dict[str, str]:
         threads.append(threading.current_thread().name)
         return {"question": question}
 
-    chain = RunnableLambda(ask) | PROMPT | chat_model | StrOutputParser()
+    return RunnableLambda(ask) | PROMPT | chat_model | StrOutputParser()
+
+
+def test_sync_steps_run_on_the_callers_thread_with_stock_run_tags(chat_model) -> None:
+    threads: list[str] = []
+    chain = _asking_chain(chat_model, threads)
     fast = accel.wrap(chain)
     stock_runs, fast_runs = Runs(), Runs()
     caller = threading.current_thread().name
@@ -163,12 +167,7 @@ def test_sync_steps_of_concurrent_ainvokes_are_not_held_to_the_default_executor(
 
 def test_a_default_executor_the_user_set_runs_the_sync_steps(chat_model) -> None:
     threads: list[str] = []
-
-    def ask(question: str) -> dict[str, str]:
-        threads.append(threading.current_thread().name)
-        return {"question": question}
-
-    chain = RunnableLambda(ask) | PROMPT | chat_model | StrOutputParser()
+    chain = _asking_chain(chat_model, threads)
     fast = accel.wrap(chain)
 
     async def both() -> tuple[str, str]:
