@@ -4,7 +4,6 @@ result shaping. Each rebuilds exactly the object the stock component returns."""
 from __future__ import annotations
 
 import asyncio
-import contextvars
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -76,9 +75,7 @@ async def run_as_stock(runnable: Any, value: Any, values: dict[str, Any], tag: s
             return context.run(runnable.invoke, value, config, **kwargs)
 
     if caller is None:  # a query started without a caller (accel's own runs, benchmarks)
-        from accel.caller import user_code_pool
-
-        return await asyncio.get_running_loop().run_in_executor(user_code_pool(), contextvars.copy_context().run, call)
+        return await in_user_pool(call)
     return await caller.call(call)
 
 
@@ -323,9 +320,7 @@ class CompressOp:
                     return list(context.run(compressor.compress_documents, docs, query, callbacks=callbacks))
 
         if caller is None:  # a query started without a caller (accel's own runs, benchmarks)
-            from accel.caller import user_code_pool
-
-            return await asyncio.get_running_loop().run_in_executor(user_code_pool(), contextvars.copy_context().run, call)
+            return await in_user_pool(call)
         return await caller.call(call)
 
 
