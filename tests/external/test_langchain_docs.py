@@ -14,6 +14,7 @@ import accel
 
 from .apps import (
     lc_cross_encoder_reranker,
+    lc_custom_retriever,
     lc_llm_chain_migration,
     lc_multi_query,
     lc_multi_query_custom_prompt,
@@ -75,6 +76,25 @@ def test_rag_tutorial_custom_prompt(tutorial_store, chat, llm_proxy, questions) 
     fast = accel.wrap(chain)
     lowered(fast.explain(), "Embed + Search", "Decode on", "prompt parts")
     compare_langchain(chain, fast, questions, llm_proxy)
+
+
+def test_custom_retriever(chat, llm_proxy) -> None:
+    """The how-to's sync-only retriever in the custom-prompt chain: stock's outputs and requests
+    with `invoke` and `batch`, and with `ainvoke`s gathered on one loop (the retriever in
+    accel's pool there, tests/adapters/langchain/test_runnable_semantics.py)."""
+    chain = lc_custom_retriever.build(chat)
+    fast = accel.wrap(chain)
+    lowered(fast.explain(), "Decode on", "prompt parts")
+    queries = lc_custom_retriever.QUERIES
+    compare_langchain(chain, fast, queries, llm_proxy)
+
+    async def gathered(app):
+        return await asyncio.gather(*(app.ainvoke(q) for q in queries))
+
+    stock = record(lambda: asyncio.run(gathered(chain)), llm_proxy)
+    ours = record(lambda: asyncio.run(gathered(fast)), llm_proxy)
+    assert ours.outputs == stock.outputs
+    assert_same_requests(stock, ours, distinct=True)
 
 
 def test_rag_tutorial_builtin_chains(tutorial_store, chat, llm_proxy, questions) -> None:

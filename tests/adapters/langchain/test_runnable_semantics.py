@@ -11,10 +11,13 @@ import threading
 from typing import Any
 
 import pytest
-from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.callbacks import BaseCallbackHandler, CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnableParallel
+from langchain_core.tools import tool
 
 import accel
 
@@ -43,6 +46,12 @@ class Runs(BaseCallbackHandler):
 
     def on_chain_start(self, serialized, inputs, *, run_id, parent_run_id=None, tags=None, **kwargs):
         self.runs.append((kwargs.get("name") or "", tuple(sorted(t for t in tags or () if ":" in t))))
+
+    def on_retriever_start(self, serialized, query, *, run_id, parent_run_id=None, tags=None, **kwargs):
+        self.runs.append((f"retriever {kwargs.get('name')}: {query}", tuple(sorted(t for t in tags or () if ":" in t))))
+
+    def on_tool_start(self, serialized, input_str, *, run_id, parent_run_id=None, tags=None, **kwargs):
+        self.runs.append((f"tool {serialized.get('name')}: {input_str}", tuple(sorted(t for t in tags or () if ":" in t))))
 
 
 def test_kwargs_reach_the_first_step_as_stock(chat_model) -> None:
@@ -163,6 +172,72 @@ def test_sync_steps_of_concurrent_ainvokes_are_not_held_to_the_default_executor(
     assert asyncio.run(fast_together()) == expected
     assert len(threads) == parties and not any(name.startswith("asyncio") for name in threads)
     assert sorted(fast_runs.runs) == sorted(stock_runs.runs)
+
+
+class ToyRetriever(BaseRetriever):
+    """The LangChain docs' custom retriever (how-to "custom retriever"): the documents that
+    contain the query's first word, `_get_relevant_documents` only; `wait` stands for the
+    blocking call a real one makes."""
+
+    documents: list[Document]
+    k: int
+    wait: Any = None
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+        if self.wait is not None:
+            self.wait()
+        word = query.split()[0].lower()
+        return [doc for doc in self.documents if word in doc.page_content.lower()][: self.k]
+
+
+@pytest.mark.parametrize("step", ["retriever", "tool"])
+def test_sync_retrievers_and_tools_of_concurrent_ainvokes_are_not_held_to_the_default_executor(chat_model, step) -> None:
+    """A retriever with only its sync method and an `@tool` over a plain function: stock's
+    `ainvoke` runs them in the default executor, a wrapped call in accel's pool (a barrier of
+    one more party than its threads); answers and runs (retriever and tool runs included) as
+    stock's, asked one at a time."""
+    parties = _default_executor_threads() + 1
+    meet = threading.Barrier(parties, timeout=60)
+    threads: list[str] = []
+    docs = [Document(page_content=f"{word} is a data format.") for word in ("JSON", "YAML", "TOML")]
+
+    def chain_with(wait: bool) -> Runnable:
+        def record() -> None:
+            threads.append(threading.current_thread().name)
+            if wait:
+                meet.wait()
+
+        if step == "retriever":
+            first = ToyRetriever(documents=docs, k=1, wait=record) | RunnableLambda(
+                lambda found: {"question": f"Explain: {found[0].page_content}"})
+        else:
+            @tool
+            def describe(query: str) -> str:
+                """What a format is."""
+                record()
+                return f"Explain: {query} is a data format."
+
+            first = describe | RunnableLambda(lambda text: {"question": text})
+        return first | PROMPT | chat_model | StrOutputParser()
+
+    stock, fast = chain_with(False), accel.wrap(chain_with(True))
+    assert fast.lowered
+    questions = [word for word in ("JSON", "YAML", "TOML") for _ in range(parties)][:parties]
+    stock_runs, fast_runs = Runs(), Runs()
+
+    async def stock_one_by_one() -> list[str]:
+        return [await stock.ainvoke(q, config={"callbacks": [stock_runs]}) for q in questions]
+
+    async def fast_together() -> list[str]:
+        return await asyncio.gather(*(fast.ainvoke(q, config={"callbacks": [fast_runs]}) for q in questions))
+
+    expected = asyncio.run(stock_one_by_one())
+    assert len(threads) == parties and all(name.startswith("asyncio") for name in threads)  # stock: the default executor
+    threads.clear()
+    assert asyncio.run(fast_together()) == expected
+    assert len(threads) == parties and not any(name.startswith("asyncio") for name in threads)
+    assert sorted(fast_runs.runs) == sorted(stock_runs.runs)
+    assert any(run[0].startswith(step) for run in fast_runs.runs)
 
 
 def test_a_default_executor_the_user_set_runs_the_sync_steps(chat_model) -> None:
