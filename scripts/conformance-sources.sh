@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Fetches the frameworks' own test suites for tests/conformance: langchain-core and LangGraph
-# ship their tests only in their source distributions, so the installed version's sdist is
+# Fetches the frameworks' own test suites for tests/conformance: langchain-core, LangGraph and
+# langgraph-prebuilt (ToolNode, the ReAct agent) ship their tests only in their source distributions, so the installed version's sdist is
 # downloaded from the package index once (into .accel/conformance, git-ignored) and unpacked.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,3 +22,4 @@ fetch() {
 
 fetch langchain-core tests/unit_tests
 fetch langgraph tests
+fetch langgraph-prebuilt tests

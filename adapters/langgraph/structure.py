@@ -127,7 +127,8 @@ def explain_structure(title: str, structure: GraphStructure, floor_counts: dict[
                       pooled: list[str] | None = None) -> str:
     """`lowered`: node name -> its LCEL chain wrapped by the LangChain adapter (its explain());
     `learned`: what learned prefill knows of the nodes' LLM calls; `pooled`: the sync function
-    nodes whose async side runs in accel's worker pool (`sync_nodes`)."""
+    nodes, and ToolNodes with sync tools, whose async side runs in accel's worker pool
+    (`sync_nodes`)."""
     lowered = lowered or {}
     lines = [title, "", "execution: LangGraph's own Pregel loop (checkpointers, interrupts, stream modes as stock)",
              "", f"nodes ({len(structure.nodes)}):"]
@@ -151,7 +152,7 @@ def explain_structure(title: str, structure: GraphStructure, floor_counts: dict[
     for (component, error), n in sorted(floor_counts.get("fallback", {}).items()):
         lines.append(f"  fallback: {component} after {error} ({n}x)")
     if pooled:
-        lines.append("sync function nodes in async runs: accel's worker pool, not the loop's default executor "
+        lines.append("sync function nodes and tools in async runs: accel's worker pool, not the loop's default executor "
                      f"(unless the user set one): {', '.join(pooled)}")
     if learned:
         lines += ["", *learned]

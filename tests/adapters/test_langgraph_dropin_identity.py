@@ -147,7 +147,7 @@ def test_sync_nodes_of_concurrent_async_runs_are_not_held_to_the_default_executo
 
     assert asyncio.run(together()) == [{"x": i + 1} for i in range(parties)]
     assert len(threads) == parties and not any(name.startswith("asyncio") for name in threads)
-    assert "sync function nodes in async runs: accel's worker pool" in fast.explain()
+    assert "sync function nodes and tools in async runs: accel's worker pool" in fast.explain()
     threads.clear()
     alone = _waiting_graph(None, threads)
     accel.wrap(alone)
