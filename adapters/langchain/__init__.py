@@ -23,9 +23,11 @@ def wrap_runnable(runnable: Any, options: WrapOptions | None = None) -> Any:
     (`accel.adapters.langchain.dropin`); a drop-in is returned unchanged."""
     from accel.adapters.common import floor
     from accel.adapters.common.dropin import state_of
+    from accel.adapters.langchain import sync_code
     from accel.adapters.langchain.dropin import wrap_chain
 
     floor.install()  # engine-call capture inside its runs (idempotent; inert outside them)
+    sync_code.install()  # an async call's sync code in accel's pool (idempotent; inert outside its runs)
     if state_of(runnable) is not None:
         return runnable
     return wrap_chain(runnable, options or WrapOptions())

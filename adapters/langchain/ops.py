@@ -6,17 +6,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, ClassVar
 
 from accel.adapters.common.rerank_ahead import using
-from accel.caller import default_executor_is_asyncios, in_user_pool
+from accel.caller import in_user_pool
 from accel.engines.base import Generation, SamplingParams, SearchHit, TableLayout, VectorQuery
 from accel.engines.embed_server import ServerEmbedRequest
 from accel.engines.embeddings import EmbedRequest
 from accel.engines.errors import InvalidRequest
 
-from . import sync_code
 from .messages import plain_message, stock_answer, streamed_metadata
 
 # ---- opaque framework code ---------------------------------------------------------------
@@ -62,11 +60,9 @@ async def run_as_stock(runnable: Any, value: Any, values: dict[str, Any], tag: s
     config = step_config(values, tag, parent)
     caller = values["caller"]
     if caller is not None and caller.asynchronous:
-        ainvoke = sync_code.ainvoke_of(runnable, caller.loop)
-
         async def step() -> Any:
             with set_config_context(config) as context:
-                return await asyncio.create_task(ainvoke(value, config, **kwargs), context=context)
+                return await asyncio.create_task(runnable.ainvoke(value, config, **kwargs), context=context)
 
         return await caller.acall(step)
 
@@ -299,8 +295,6 @@ class CompressOp:
         compressor, caller, sheet = self.compressor, values["caller"], values.get("sheet")
         if caller is not None and caller.asynchronous:
             compress = compressor.acompress_documents
-            if sync_code.sync_compressor(compressor) and default_executor_is_asyncios(caller.loop):
-                compress = partial(in_user_pool, compressor.compress_documents)
 
             async def step() -> Any:
                 managers = _async_manager(callbacks)

@@ -32,6 +32,7 @@ from typing import Any
 
 from accel.adapters.common.dropin import DropInState, make_dropin, state_of
 from accel.adapters.common.floor import values
+from accel.adapters.langchain import sync_code
 from accel.adapters.langgraph.sync_nodes import pool_sync_nodes
 from accel.adapters.langgraph.structure import GraphStructure, explain_structure, read_structure, task_of
 from accel.options import WrapOptions
@@ -107,6 +108,7 @@ def wrap_graph(graph: Any, options: WrapOptions) -> Any:
     if state_of(graph) is not None:
         return graph
     floor.install()
+    sync_code.install()  # sync code of its async runs in accel's pool (idempotent; inert outside wrapped runs)
     accel = _Accel(graph, read_structure(graph), get_session(policy=options.policy), options)
     nodes, accel.lowered = lower_nodes(graph, options)
     if not accel.lowered:

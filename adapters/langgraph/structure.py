@@ -127,8 +127,7 @@ def explain_structure(title: str, structure: GraphStructure, floor_counts: dict[
                       pooled: list[str] | None = None) -> str:
     """`lowered`: node name -> its LCEL chain wrapped by the LangChain adapter (its explain());
     `learned`: what learned prefill knows of the nodes' LLM calls; `pooled`: the sync function
-    nodes, and ToolNodes with sync tools, whose async side runs in accel's worker pool
-    (`sync_nodes`)."""
+    nodes whose async side the drop-in rebound to accel's `run_in_executor` (`sync_nodes`)."""
     lowered = lowered or {}
     lines = [title, "", "execution: LangGraph's own Pregel loop (checkpointers, interrupts, stream modes as stock)",
              "", f"nodes ({len(structure.nodes)}):"]
@@ -151,9 +150,9 @@ def explain_structure(title: str, structure: GraphStructure, floor_counts: dict[
         lines.append(f"  stock: {component}: {reason} ({n}x)")
     for (component, error), n in sorted(floor_counts.get("fallback", {}).items()):
         lines.append(f"  fallback: {component} after {error} ({n}x)")
-    if pooled:
-        lines.append("sync function nodes and tools in async runs: accel's worker pool, not the loop's default executor "
-                     f"(unless the user set one): {', '.join(pooled)}")
+    lines.append("sync code of async runs (function nodes, tools, retrievers without async code): accel's worker "
+                 "pool, not the loop's default executor (unless the user set one)"
+                 + (f"; function nodes rebound to it: {', '.join(pooled)}" if pooled else ""))
     if learned:
         lines += ["", *learned]
     for name, chain in lowered.items():

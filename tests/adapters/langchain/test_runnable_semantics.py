@@ -190,9 +190,10 @@ class ToyRetriever(BaseRetriever):
         return [doc for doc in self.documents if word in doc.page_content.lower()][: self.k]
 
 
-@pytest.mark.parametrize("step", ["retriever", "tool"])
+@pytest.mark.parametrize("step", ["retriever", "retriever in a parallel", "tool"])
 def test_sync_retrievers_and_tools_of_concurrent_ainvokes_are_not_held_to_the_default_executor(chat_model, step) -> None:
-    """A retriever with only its sync method and an `@tool` over a plain function: stock's
+    """A retriever with only its sync method (a step of its own, or inside an engine-free
+    parallel, which runs as one opaque step) and an `@tool` over a plain function: stock's
     `ainvoke` runs them in the default executor, a wrapped call in accel's pool (a barrier of
     one more party than its threads); answers and runs (retriever and tool runs included) as
     stock's, asked one at a time."""
@@ -207,9 +208,12 @@ def test_sync_retrievers_and_tools_of_concurrent_ainvokes_are_not_held_to_the_de
             if wait:
                 meet.wait()
 
-        if step == "retriever":
-            first = ToyRetriever(documents=docs, k=1, wait=record) | RunnableLambda(
-                lambda found: {"question": f"Explain: {found[0].page_content}"})
+        if step.startswith("retriever"):
+            retrieve = ToyRetriever(documents=docs, k=1, wait=record)
+            if step == "retriever":
+                first = retrieve | RunnableLambda(lambda found: {"question": f"Explain: {found[0].page_content}"})
+            else:
+                first = RunnableParallel(question=retrieve | RunnableLambda(lambda found: f"Explain: {found[0].page_content}"))
         else:
             @tool
             def describe(query: str) -> str:
@@ -237,7 +241,7 @@ def test_sync_retrievers_and_tools_of_concurrent_ainvokes_are_not_held_to_the_de
     assert asyncio.run(fast_together()) == expected
     assert len(threads) == parties and not any(name.startswith("asyncio") for name in threads)
     assert sorted(fast_runs.runs) == sorted(stock_runs.runs)
-    assert any(run[0].startswith(step) for run in fast_runs.runs)
+    assert any(run[0].startswith(step.split()[0]) for run in fast_runs.runs)
 
 
 def test_a_default_executor_the_user_set_runs_the_sync_steps(chat_model) -> None:
