@@ -135,6 +135,31 @@ class Ask(Runnable[Any, Any]):
         return self.ask(input)
 
 
+def _stock_one_by_one_then_wrapped_together(stock: Runnable, waiting: Runnable, questions: list[str],
+                                            threads: list[str]) -> list[tuple[str, tuple[str, ...]]]:
+    """Stock asks one question at a time (its sync step records an `asyncio` default-executor
+    thread each); the wrapped `waiting` chain asks them all at once, its sync steps meeting at a
+    barrier of as many parties: the same answers and runs, no step on a default-executor
+    thread. The wrapped call's runs."""
+    fast = accel.wrap(waiting)
+    assert fast.lowered
+    stock_runs, fast_runs = Runs(), Runs()
+
+    async def stock_one_by_one() -> list[str]:
+        return [await stock.ainvoke(q, config={"callbacks": [stock_runs]}) for q in questions]
+
+    async def fast_together() -> list[str]:
+        return await asyncio.gather(*(fast.ainvoke(q, config={"callbacks": [fast_runs]}) for q in questions))
+
+    expected = asyncio.run(stock_one_by_one())
+    assert len(threads) == len(questions) and all(name.startswith("asyncio") for name in threads)  # stock: the default executor
+    threads.clear()
+    assert asyncio.run(fast_together()) == expected
+    assert len(threads) == len(questions) and not any(name.startswith("asyncio") for name in threads)
+    assert sorted(fast_runs.runs) == sorted(stock_runs.runs)
+    return fast_runs.runs
+
+
 @pytest.mark.parametrize("step", ["lambda", "invoke only"])
 def test_sync_steps_of_concurrent_ainvokes_are_not_held_to_the_default_executor(chat_model, step) -> None:
     """Stock's `ainvoke` hands a sync step to the loop's default executor, so no more of them
@@ -155,23 +180,8 @@ def test_sync_steps_of_concurrent_ainvokes_are_not_held_to_the_default_executor(
         first = RunnableLambda(ask) if step == "lambda" else Ask(ask)
         return first | PROMPT | chat_model | StrOutputParser()
 
-    stock, fast = chain_with(False), accel.wrap(chain_with(True))
-    assert fast.lowered
-    questions = [f"What is json? ({i})" for i in range(parties)]
-    stock_runs, fast_runs = Runs(), Runs()
-
-    async def stock_one_by_one() -> list[str]:
-        return [await stock.ainvoke(q, config={"callbacks": [stock_runs]}) for q in questions]
-
-    async def fast_together() -> list[str]:
-        return await asyncio.gather(*(fast.ainvoke(q, config={"callbacks": [fast_runs]}) for q in questions))
-
-    expected = asyncio.run(stock_one_by_one())
-    assert all(name.startswith("asyncio") for name in threads)  # stock: the default executor
-    threads.clear()
-    assert asyncio.run(fast_together()) == expected
-    assert len(threads) == parties and not any(name.startswith("asyncio") for name in threads)
-    assert sorted(fast_runs.runs) == sorted(stock_runs.runs)
+    _stock_one_by_one_then_wrapped_together(chain_with(False), chain_with(True),
+                                            [f"What is json? ({i})" for i in range(parties)], threads)
 
 
 class ToyRetriever(BaseRetriever):
@@ -224,24 +234,9 @@ def test_sync_retrievers_and_tools_of_concurrent_ainvokes_are_not_held_to_the_de
             first = describe | RunnableLambda(lambda text: {"question": text})
         return first | PROMPT | chat_model | StrOutputParser()
 
-    stock, fast = chain_with(False), accel.wrap(chain_with(True))
-    assert fast.lowered
     questions = [word for word in ("JSON", "YAML", "TOML") for _ in range(parties)][:parties]
-    stock_runs, fast_runs = Runs(), Runs()
-
-    async def stock_one_by_one() -> list[str]:
-        return [await stock.ainvoke(q, config={"callbacks": [stock_runs]}) for q in questions]
-
-    async def fast_together() -> list[str]:
-        return await asyncio.gather(*(fast.ainvoke(q, config={"callbacks": [fast_runs]}) for q in questions))
-
-    expected = asyncio.run(stock_one_by_one())
-    assert len(threads) == parties and all(name.startswith("asyncio") for name in threads)  # stock: the default executor
-    threads.clear()
-    assert asyncio.run(fast_together()) == expected
-    assert len(threads) == parties and not any(name.startswith("asyncio") for name in threads)
-    assert sorted(fast_runs.runs) == sorted(stock_runs.runs)
-    assert any(run[0].startswith(step.split()[0]) for run in fast_runs.runs)
+    fast_runs = _stock_one_by_one_then_wrapped_together(chain_with(False), chain_with(True), questions, threads)
+    assert any(run[0].startswith(step.split()[0]) for run in fast_runs)
 
 
 def test_a_default_executor_the_user_set_runs_the_sync_steps(chat_model) -> None:
