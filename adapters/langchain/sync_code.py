@@ -64,10 +64,13 @@ def install() -> None:
         pooled = wraps(stock)(_run_in_executor)
         replaced = []
         for name, module in list(sys.modules.items()):
-            namespace = getattr(module, "__dict__", None)
-            if isinstance(namespace, dict) and namespace.get("run_in_executor") is stock:
-                setattr(module, "run_in_executor", pooled)
-                replaced.append(name)
+            try:
+                namespace = vars(module)
+                if namespace.get("run_in_executor") is stock:
+                    setattr(module, "run_in_executor", pooled)
+                    replaced.append(name)
+            except Exception:  # noqa: BLE001 - not a module (sys.modules may hold any object): not ours to patch
+                continue
     log.debug("run_in_executor replaced in %d modules: %s", len(replaced), ", ".join(replaced))
 
 
