@@ -74,11 +74,10 @@ def install() -> None:
     log.debug("run_in_executor replaced in %d modules: %s", len(replaced), ", ".join(replaced))
 
 
-def is_run_in_executor(fn: Any) -> bool:
-    """`fn` is langchain-core's `run_in_executor`, stock's or the one `install()` put there."""
-    from langchain_core.runnables import config
-
-    return fn is config.run_in_executor or (bool(_stock) and fn is _stock[0])
+def stock_run_in_executor() -> Callable[..., Any]:
+    """langchain-core's own `run_in_executor`, which a reference taken before `install()` holds."""
+    install()
+    return _stock[0]
 
 
 def pooled_run_in_executor() -> Callable[..., Any]:

@@ -28,8 +28,7 @@ def executor_backed(bound: Any) -> Any | None:
     """The sync function of a node runnable whose async side is LangGraph's
     `partial(run_in_executor, None, func)` with stock's `run_in_executor`, or None."""
     afunc = getattr(bound, "afunc", None)
-    if (isinstance(afunc, partial) and sync_code.is_run_in_executor(afunc.func)
-            and afunc.func is not sync_code.pooled_run_in_executor() and len(afunc.args) == 2
+    if (isinstance(afunc, partial) and afunc.func is sync_code.stock_run_in_executor() and len(afunc.args) == 2
             and afunc.args[0] is None and not afunc.keywords and callable(afunc.args[1])):
         return afunc.args[1]
     return None
