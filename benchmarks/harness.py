@@ -19,7 +19,8 @@ import httpx
 
 from accel.engines.errors import InvalidRequest
 
-from . import bounds, encoder_requests, front_end, host_speed, index_names, metrics, prompt_cache, span_timeline, spread, twin_run
+from . import (bounds, encoder_requests, front_end, host_speed, index_names, llm_steps, metrics, prompt_cache, span_timeline,
+               spread, twin_run)
 from .apps import example
 from .capacity_profile import CapacityProbe
 from .drivers import driver_for
@@ -48,6 +49,7 @@ class BenchConfig:
     max_chars: int = 4000
     twin: str = ""  # the engines are twins of this profile: every number is simulated
     spans: bool = False  # record accel's primitive spans in each accel window (span_timeline.py; costs loop CPU)
+    steps: bool = False  # keep the LLM twin's step rows of each window (llm_steps.py), not only their summary
 
     def check(self) -> None:
         if self.mode not in MODES:
@@ -57,6 +59,9 @@ class BenchConfig:
         if self.spans and self.mode == "single":
             raise InvalidRequest("bench", "spans are recorded in batch and Poisson windows only (single mode interleaves "
                                  "the systems query by query)", "use --mode batch or --mode poisson with --spans")
+        if self.steps and (not self.twin or self.mode == "single"):
+            raise InvalidRequest("bench", "an LLM's steps are logged by its twin, in batch and Poisson windows",
+                                 "use --twin with --mode batch or --mode poisson for --steps")
         example(self.example).module(self.framework)
 
 
@@ -254,10 +259,12 @@ def _counted_runs(config: BenchConfig, systems: list[Any], apps: Apps, driver: A
             sent: list[dict[str, int]] = []
             cpu: list[front_end.CpuSample] = []
             twins: list[twin_run.Reading] = []
+            window: list[float] = []
 
             def warmed() -> None:
                 if config.twin:  # first: reading the twins' metrics costs this process CPU the run must not count
                     twins.append(twin_run.read(stack))
+                    window.append(time.monotonic())
                 if counter is not None:
                     sent.append(counter.counts())
                 if recorder is not None:
@@ -270,6 +277,8 @@ def _counted_runs(config: BenchConfig, systems: list[Any], apps: Apps, driver: A
                 if recorder is not None:
                     run.spans = recorder.rows()
             cpu_after = front_end.sample(loop=system.accel)
+            if window:
+                _read_steps(run, stack, window[0], time.monotonic(), keep=config.steps)
             if twins:  # this system's own lag and CPU: the run's totals mix every system's
                 after = twin_run.read(stack)
                 run.twin_lag_s, run.twin_cpu_s = after.since(twins[0])
@@ -289,6 +298,14 @@ def _counted_runs(config: BenchConfig, systems: list[Any], apps: Apps, driver: A
                 progress(f"bound round {len(rounds) + 1}: stock's LLM calls, engine throughputs")
                 rounds.append(meter.round(len(rounds) % len(workload.questions)))
     return runs
+
+
+def _read_steps(run: SystemRun, stack: Any, since: float, until: float, *, keep: bool) -> None:
+    """The LLM twin's steps in the run's window: their summary, and the rows where `keep`."""
+    steps = llm_steps.fetch(stack.openai_base_url, since, until)
+    if steps is not None:
+        run.llm_steps = llm_steps.summarise(steps)
+        run.llm_step_rows = steps.as_json() if keep else None
 
 
 def _app_loop_busy(driver: Any, system: Any, mode: str) -> float | None:

@@ -83,5 +83,7 @@ def summarize(run: SystemRun, reference: SystemRun | None) -> dict[str, Any]:
         "twin_lag_by_twin_s": run.twin_lag_by_twin_s,
         "twin_cpu_s": run.twin_cpu_s,
         "twin_busy_s": run.twin_busy_s,
+        "llm_steps": run.llm_steps,
+        **({} if run.llm_step_rows is None else {"llm_step_rows": run.llm_step_rows}),
         **({} if run.spans is None else {"timeline": {"nodes": span_timeline.by_node(run.spans), "spans": run.spans}}),
     }

@@ -68,6 +68,8 @@ class SystemRun:
     twin_cpu_s: float | None = None  # on twins: the CPU their process spent during this run (twin_run.py)
     twin_busy_s: dict[str, float] | None = None  # on twins: each one's modelled busy seconds in this run, and "llm_steps"
     spans: list[dict[str, Any]] | None = None  # accel's primitive spans in the window, where asked (span_timeline.py)
+    llm_steps: dict[str, Any] | None = None  # on twins: the LLM's steps in the window, summarised (llm_steps.py)
+    llm_step_rows: dict[str, Any] | None = None  # those steps themselves, where asked (`--steps`)
 
     @property
     def ok(self) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from . import host_speed
+from . import host_speed, llm_steps
 from .systems import ACCEL, LLAMADISTPC, STOCK_CONCURRENT, STOCK_SEQUENTIAL
 
 FRAMEWORK = {"langchain": "LangChain", "llamaindex": "LlamaIndex"}
@@ -392,6 +392,8 @@ def render(report: dict[str, Any], width: int = 80) -> str:
     if line := twin_cpu_line(report):
         parts.append(_wrap(line, width))
     if line := twin_busy_line(report):
+        parts.append(_wrap(line, width))
+    if line := llm_steps.line(report):
         parts.append(_wrap(line, width))
     failures = [f"{name}: {s['failed_queries']} failed queries, first: {s['errors'][0]}"
                 for name, s in report["systems"].items() if s["failed_queries"]]

@@ -139,10 +139,13 @@ def _command(name: str) -> Callable[..., None]:
         spans: Path | None = typer.Option(None, help="Record accel's primitive spans in each accel window and write "
                                                      "them here (JSON) with a timeline picture per system (PNG); "
                                                      "recording costs accel's loop CPU."),
+        steps_path: Path | None = typer.Option(None, "--steps", help="On twins: write the LLM twin's steps of each system's window "
+                                                     "here (JSON) and draw them beside it (PNG); the report always "
+                                                     "holds their summary."),
         verbose: bool = quiet.VERBOSE,
     ) -> None:
         quiet.configure(verbose)
-        from accel.benchmarks import plots, report as reports, span_timeline, summary
+        from accel.benchmarks import llm_steps, plots, report as reports, span_timeline, summary
         from accel.benchmarks.harness import BenchConfig, compare
 
         to_stdout = json_path == "-"
@@ -151,7 +154,7 @@ def _command(name: str) -> Callable[..., None]:
         config = BenchConfig(
             name, framework, mode, queries=queries, rates=tuple(rate),  # type: ignore[arg-type]
             systems=tuple(s for s in systems.split(",") if s), ablations=ablations, concurrency=concurrency, seed=seed,
-            twin=twin, spans=spans is not None,
+            twin=twin, spans=spans is not None, steps=steps_path is not None,
         )
         config.check()
         _check_engines(encoders, twin, private_stack)
@@ -161,6 +164,8 @@ def _command(name: str) -> Callable[..., None]:
             for label, text, path in span_timeline.write(result, spans):
                 out.print(f"{label}:\n{text}", soft_wrap=True)
                 out.print(f"wrote {path}", soft_wrap=True)
+        if steps_path is not None and (picture := llm_steps.write(result, steps_path)) is not None:
+            out.print(f"wrote {steps_path} and {picture}", soft_wrap=True)
         text = summary.render(result, out.width)
         verdict, _, rest = text.partition("\n\n")
         out.print(Text(verdict, style="bold"), soft_wrap=True)

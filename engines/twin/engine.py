@@ -13,6 +13,8 @@ and spins like vLLM-CPU's worker when idle (engines/twin/burn.py).
 from __future__ import annotations
 
 import asyncio
+import collections
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -30,6 +32,29 @@ Clock = Callable[[], float]
 
 class TwinDied(Exception):
     """The twin was told to die: every stream in flight ends without its end."""
+
+
+STEPS_KEPT = 65536
+"""Steps the engine's log holds (`GET /admin/steps`), the oldest dropped first."""
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One step as the model ran it: what it held and where its modelled time went."""
+
+    at: float
+    """When the step began, on the engine's clock (this host's `time.monotonic` when served)."""
+    seconds: float
+    prefill_tokens: int
+    prefill_seqs: int
+    decode_seqs: int
+    context_tokens: int
+    work_s: float
+    """The step's time without the weights' read floor: its tokens', sequences' and KV's work.
+    Under the floor (`work_s < floor_s`) the step paid for reading the weights, not for its tokens."""
+    stall_s: float
+    """What the step's prefill added to its decoding sequences' wait: the step's time less a
+    step of its decodes alone (0 where it had no prefill or no decode)."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +81,8 @@ class TwinEngine:
         self.simulated_s = 0.0
         """Modelled time the engine spent running steps: its busy time, idle time excluded."""
         self.steps = 0
+        self.step_log: collections.deque[StepRecord] = collections.deque(maxlen=STEPS_KEPT)
+        self._unfloored = dataclasses.replace(cost, floor_s=0.0, one_token_floor_s=None)
         self.absorbed_s = 0.0
         """Of `simulated_s`, the twin's own work between burned steps, counted inside them."""
         self.slow_factor = 1.0
@@ -94,6 +121,16 @@ class TwinEngine:
         return self.slow_factor * self.cost.step_s(step.prefill_tokens, len(step.prefill), len(step.decode),
                                                    step.context_tokens, step.prefill_pairs)
 
+    def record(self, step: Step, at: float, seconds: float) -> StepRecord:
+        """`step`, begun at `at` and modelled at `seconds`, as the log keeps it."""
+        prefill_tokens, prefill_seqs, decodes = step.prefill_tokens, len(step.prefill), len(step.decode)
+        work = self.slow_factor * self._unfloored.step_s(prefill_tokens, prefill_seqs, decodes, step.context_tokens,
+                                                         step.prefill_pairs)
+        stall = 0.0
+        if prefill_seqs and decodes:
+            stall = max(seconds - self.slow_factor * self.cost.step_s(0, 0, decodes, step.context_tokens), 0.0)
+        return StepRecord(at, seconds, prefill_tokens, prefill_seqs, decodes, step.context_tokens, work, stall)
+
     async def close(self) -> None:
         task, self._task = self._task, None
         if task is not None:
@@ -125,8 +162,12 @@ class TwinEngine:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            await self._take(self.step_s(step))
+            seconds, began = self.step_s(step), self.clock()
+            await self._take(seconds)
+            if self._ends_at is not None:  # back to back: the step began at the previous one's modelled end
+                began = self._ends_at - seconds
             self.steps += 1
+            self.step_log.append(self.record(step, began, seconds))
             for seq, token in self.scheduler.finish(step):
                 queue = self._queues.get(seq)
                 if queue is not None:

@@ -2,9 +2,10 @@
 
 Routes: `/v1/completions` and `/v1/chat/completions` (streamed as SSE or not, `usage` with
 `prompt_tokens_details.cached_tokens`), `/tokenize`, `/v1/models`, `/health`, `/metrics` (vLLM's
-names), `/admin/faults`. Prompts are tokenised with the offline model's tokenizer and chat
-template, as the real server does, so prompt lengths and prefix-cache hits are real. A request
-whose client leaves is aborted and leaves the batch.
+names), `/admin/faults`, `/admin/steps` (the modelled steps: where a run's LLM time went).
+Prompts are tokenised with the offline model's tokenizer and chat template, as the real server
+does, so prompt lengths and prefix-cache hits are real. A request whose client leaves is aborted
+and leaves the batch.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from starlette.types import Receive, Scope, Send
 
 from accel.engines.twin.burn import Burner
 from accel.engines.twin.content import OutputPlan
-from accel.engines.twin.engine import Clock, Sleep, Token, TwinDied, TwinEngine
+from accel.engines.twin.engine import Clock, Sleep, StepRecord, Token, TwinDied, TwinEngine
 from accel.engines.twin.faults import Faults, FaultScript
 from accel.engines.twin.generation import Generation
 from accel.engines.twin.listener import Listener
@@ -84,6 +85,7 @@ class TwinLLMServer:
             Route("/v1/models", self._models),
             Route("/health", lambda _: Response(status_code=200)),
             Route("/metrics", self._metrics),
+            Route("/admin/steps", self._steps),
             *self.faults.routes(),
             replay_route(self._load_replay),
         ]
@@ -301,6 +303,21 @@ class TwinLLMServer:
         """vLLM's dev-mode endpoint, which benchmarks call between systems."""
         self.engine.scheduler.reset_prefix_cache()
         return Response(status_code=200)
+
+    async def _steps(self, request: Request) -> Response:
+        """`GET /admin/steps?since=T&until=U`: the steps that began in [T, U) on the engine's clock
+        (`time.monotonic` on this host), one row each under `fields`, with the profile's floor:
+        what a bench needs to say how much of a run's LLM time paid for reading the weights
+        under-filled, and how long prefill held decoding sequences (benchmarks/llm_steps.py)."""
+        try:
+            since = float(request.query_params.get("since", "-inf"))
+            until = float(request.query_params.get("until", "inf"))
+        except ValueError:
+            return _error("'since' and 'until' must be numbers of seconds on the twin's monotonic clock")
+        fields = list(StepRecord.__dataclass_fields__)
+        rows = [[getattr(r, f) for f in fields] for r in self.engine.step_log if since <= r.at < until]
+        return JSONResponse({"clock": "monotonic", "floor_s": self.engine.cost.floor_s, "per_token_s": self.engine.cost.per_token_s,
+                             "fields": fields, "steps": rows})
 
     async def _models(self, _: Request) -> Response:
         card = {"id": self.model, "object": "model", "created": int(time.time()), "owned_by": "vllm", "root": self.model_dir,

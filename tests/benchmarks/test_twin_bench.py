@@ -4,10 +4,13 @@ same, and the report says on its first line that every number is simulated, with
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from accel.benchmarks import llm_steps
 from accel.benchmarks.harness import BenchConfig, compare
 from accel.benchmarks.summary import render
 from accel.config import Settings
@@ -33,12 +36,14 @@ def twin_stack(tmp_path_factory: pytest.TempPathFactory, postgres_factory) -> It
 
 
 @pytest.mark.parametrize("framework", ["langchain", "llamaindex"])
-def test_a_twin_run_is_labelled_simulated_and_answers_as_stock(twin_stack: StackConfig, framework: str) -> None:
+def test_a_twin_run_is_labelled_simulated_and_answers_as_stock(twin_stack: StackConfig, framework: str,
+                                                               tmp_path: Path) -> None:
     # a small corpus, as tests/benchmarks/test_harness.py's (issue 26: what is checked here is the
     # label, the twins' lag and stock-equal answers, not the size; the bench's 12 default
     # modules took most of the run to index)
     config = BenchConfig("advanced-rag", framework, "batch", queries=4, systems=("stock-sequential", "accel-topology"),
-                         modules=("heapq", "bisect", "fnmatch"), max_chars=1500, twin="h100-8b", spans=True)
+                         modules=("heapq", "bisect", "fnmatch"), max_chars=1500, twin="h100-8b", spans=True,
+                         steps=True)
     report = compare(config, twin_stack)
     assert report["simulated"]["profile"] == "h100-8b"
     assert report["simulated"]["label"] == "simulated from measured H100 curves"
@@ -58,6 +63,18 @@ def test_a_twin_run_is_labelled_simulated_and_answers_as_stock(twin_stack: Stack
         assert 0 < busy["llm"] <= span and busy["llm_steps"] >= 4 * 4  # at least a step per call
         assert 0 < busy["embed"] < span and 0 < busy["rerank"] < span
     assert "the twins' modelled busy s (share of the run): LLM " in render(report)
+    for name in ("stock-sequential", "accel-topology"):  # the LLM twin's own steps in the same window
+        steps, busy = report["systems"][name]["llm_steps"], report["systems"][name]["twin_busy_s"]
+        assert steps["steps"] == busy["llm_steps"] and steps["busy_s"] == pytest.approx(busy["llm"], abs=1e-3)
+        assert 0 < steps["floor_s"] < steps["busy_s"] and 0 <= steps["stall_s"] < steps["busy_s"]
+        assert 0 < steps["under_floor_steps"] <= steps["steps"] and steps["decode_tokens"] > 0
+    assert "the LLM twin's steps: " in render(report)
+    picture = llm_steps.write(report, tmp_path / "steps.json")
+    assert picture is not None and picture.stat().st_size > 0
+    kept = json.loads((tmp_path / "steps.json").read_text())
+    assert set(kept) == {"stock-sequential", "accel-topology"}
+    assert len(kept["accel-topology"]["steps"]) == report["systems"]["accel-topology"]["llm_steps"]["steps"]
+    assert not any("llm_step_rows" in s for s in report["systems"].values())  # moved out of the report
     assert report["verdict"].startswith("SIMULATED (simulated from measured H100 curves, twin h100-8b")
     assert report["engines"]["embed_server"] == twin_stack.embed_base_url
     assert report["engines"]["rerank_server"] == twin_stack.rerank_base_url
