@@ -82,6 +82,13 @@ def summarise(steps: StepLog) -> dict[str, Any]:
     }
 
 
+def floor_share(system: dict[str, Any] | None) -> float | None:
+    """Of a system's LLM busy time, the share its steps paid for the weights' read beyond their
+    own work (None: its report holds no step summary)."""
+    steps = (system or {}).get("llm_steps")
+    return steps["floor_s"] / steps["busy_s"] if steps and steps["busy_s"] else None
+
+
 def line(report: dict[str, Any]) -> str | None:
     """One line for the summary: each system's floor and stall time against its LLM busy time
     (None: no system's run holds a step summary)."""

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from . import llm_steps
 from .summary import front_end_cpu_ms, headline, twin_busy_share, twin_cpu_ms
 
 log = logging.getLogger("accel.benchmarks.twin_suite")
@@ -86,6 +87,8 @@ def row(report: dict[str, Any]) -> dict[str, Any]:
             "accel_twin_cpu_ms": twin_cpu_ms(systems.get("accel-topology"), report["config"]["queries"]),
             "stock_llm_busy": twin_busy_share(systems.get(better) if better else None),
             "accel_llm_busy": twin_busy_share(systems.get("accel-topology")),
+            "stock_llm_floor": llm_steps.floor_share(systems.get(better) if better else None),
+            "accel_llm_floor": llm_steps.floor_share(systems.get("accel-topology")),
             "host_ms": ((report.get("machine") or {}).get("host_speed") or {}).get("cpu_ms")}
 
 

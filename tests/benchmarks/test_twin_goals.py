@@ -216,3 +216,16 @@ def test_the_table_says_how_busy_each_system_kept_the_llm_twin() -> None:
     assert "| 75% / 98% |" in markdown([s], "simulated from measured H100 curves", validated=True)
     del reports[0]["systems"]["accel-topology"]["twin_busy_s"]  # a run from before the counter: left out
     assert summary(BATCH, reports)["accel_llm_busy"] == (3.96 / 4 + 3.8 / 4) / 2
+
+
+def test_the_table_says_how_much_of_the_llms_time_paid_the_floor() -> None:
+    reports = [report("batch", 20.0, 6.0, 4.0, {"value_s": 3.0, "accel_over_bound": 1.3}) for _ in range(3)]
+    for r, (stock_floor, accel_floor) in zip(reports, [(1.0, 2.0), (1.5, 2.5), (2.0, 3.0)]):
+        r["systems"]["stock-concurrent"]["llm_steps"] = {"floor_s": stock_floor, "busy_s": 4.0}
+        r["systems"]["accel-topology"]["llm_steps"] = {"floor_s": accel_floor, "busy_s": 4.0}
+    s = summary(BATCH, reports)  # medians of each run's floor over its LLM busy time
+    assert (s["stock_llm_floor"], s["accel_llm_floor"]) == (1.5 / 4, 2.5 / 4)
+    assert "| 38% / 62% |" in markdown([s], "simulated from measured H100 curves", validated=True)
+    for r in reports:  # runs from before the twin logged its steps
+        del r["systems"]["accel-topology"]["llm_steps"]
+    assert "| 38% / n/a |" in markdown([summary(BATCH, reports)], "simulated", validated=True)
