@@ -99,10 +99,13 @@ def markdown(rows: list[dict[str, Any]], label: str, validated: bool) -> str:
     head = [] if validated else ["**NOT VALIDATED: validation check 1 has not passed; these numbers may not be reported.**", ""]
     lines = head + [f"Every number below is **{label}**. The host probe: `benchmarks/host_speed.py`'s fixed "
                     "piece of front-end work, its CPU milliseconds (the mean of before and after the run); more "
-                    "is a slower host. LLM busy: the LLM twin's modelled busy time over the system's run (`twin_busy_s`).", "",
+                    "is a slower host. LLM busy: the LLM twin's modelled busy time over the system's run (`twin_busy_s`); "
+                    "at the floor: what of it the LLM's steps paid for reading the weights beyond their own work "
+                    "(`llm_steps`; n/a: reports from before the twin logged its steps).", "",
                     "| example | framework | mode | queries | better stock | stock s | accel s | speed-up | bound s "
-                    "| accel / bound | equal | twin lag s: run (stock / accel) | LLM busy (stock / accel) | host probe ms |",
-                    "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                    "| accel / bound | equal | twin lag s: run (stock / accel) | LLM busy (stock / accel) "
+                    "| at the floor (stock / accel) | host probe ms |",
+                    "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(f"| {r['example']} | {r['framework']} | {r['mode']} | {r['queries']} | {r['better_stock'] or 'n/a'} "
                      f"| {num(r['stock_s'], '{:.2f}')} | {num(r['accel_s'], '{:.2f}')} | {num(r['speedup'], '{:.2f}x')} "
@@ -110,6 +113,7 @@ def markdown(rows: list[dict[str, Any]], label: str, validated: bool) -> str:
                      f"| {num(r['equal'], '{:.0%}')} | {num(r['twin_lag_s'], '{:.2f}')} "
                      f"({num(r['stock_lag_s'], '{:.2f}')} / {num(r['accel_lag_s'], '{:.2f}')}) "
                      f"| {num(r.get('stock_llm_busy'), '{:.0%}')} / {num(r.get('accel_llm_busy'), '{:.0%}')} "
+                     f"| {num(r.get('stock_llm_floor'), '{:.0%}')} / {num(r.get('accel_llm_floor'), '{:.0%}')} "
                      f"| {num(r['host_ms'], '{:.1f}')} |")
     return "\n".join(lines) + "\n"
 

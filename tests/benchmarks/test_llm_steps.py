@@ -48,3 +48,14 @@ def test_a_poisson_reports_rows_move_out_into_one_picture_a_panel_per_rate(tmp_p
     assert StepLog.from_json(kept["accel-topology @ 2.0/s"]).column("at") == [2.0, 2.01]
     assert not any("llm_step_rows" in s for s in [*headline.values(), *(s for at in at_rates for s in at["systems"].values())])
     assert write(report, tmp_path / "again.json") is None  # nothing left to move
+
+
+def test_steps_are_asked_of_a_twin_in_a_window_or_refused_with_the_remedy() -> None:
+    from accel.benchmarks.harness import BenchConfig
+    from accel.engines.errors import InvalidRequest
+
+    BenchConfig("advanced-rag", "langchain", "batch", twin="h100-8b", steps=True).check()
+    for config in (BenchConfig("advanced-rag", "langchain", "batch", steps=True),
+                   BenchConfig("advanced-rag", "langchain", "single", twin="h100-8b", steps=True)):
+        with pytest.raises(InvalidRequest, match="use --twin with --mode batch or --mode poisson for --steps"):
+            config.check()

@@ -33,7 +33,12 @@ def test_accel_is_compared_with_the_better_stock_and_the_bound() -> None:
     assert (r["stock_lag_s"], r["accel_lag_s"]) == (0.05, 0.01)  # each system's own lag, the better stock's
     assert (r["stock_llm_busy"], r["accel_llm_busy"]) == (None, None)  # no twin_busy_s in these reports
     r["stock_llm_busy"], r["accel_llm_busy"] = 0.8, 0.99
-    assert "| 80% / 99% |" in markdown([r], "simulated from measured H100 curves", validated=True)
+    assert "| 80% / 99% | n/a / n/a |" in markdown([r], "simulated from measured H100 curves", validated=True)
+    stepped = report("batch", 20.0, 8.0, 5.0)  # the LLM twin's steps, summarised per system
+    stepped["systems"]["stock-concurrent"]["llm_steps"] = {"floor_s": 3.0, "busy_s": 6.0}
+    stepped["systems"]["accel-topology"]["llm_steps"] = {"floor_s": 2.0, "busy_s": 5.0}
+    assert (row(stepped)["stock_llm_floor"], row(stepped)["accel_llm_floor"]) == (0.5, 0.4)
+    assert "| 50% / 40% |" in markdown([row(stepped)], "simulated", validated=True)
     poisson = row(report("poisson", 3.0, 2.0, 1.0, {"value_s": 0.9, "established": False}))
     assert poisson["speedup"] == 2.0 and poisson["bound_s"] is None  # an unestablished bound is no bound
 
