@@ -108,3 +108,38 @@ def test_a_twin_run_is_labelled_simulated_and_answers_as_stock(twin_stack: Stack
     assert any(r["engine"] is not None and r["name"] in ("accel.Decode", "accel.PartialDecode") for r in timeline["spans"])
     assert sum(n["spans"] for n in timeline["nodes"]) == len(timeline["spans"])
     assert "timeline" not in report["systems"]["stock-sequential"]
+
+
+def test_docs_apps_script_compares_stock_and_accel_on_the_twins(twin_stack: StackConfig, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """scripts/docs_apps_twin.py (apps from the docs, batched, stock against accel.wrap): on
+    twins its JSON says simulated, every round's answers equal, and each system's batch carries
+    the LLM twin's busy time and steps and the embedding twin's busy time."""
+    import importlib.util
+    import sys
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "docs_apps_twin.py"
+    spec = importlib.util.spec_from_file_location("docs_apps_twin", script)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "docs_apps_twin", module)  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    for field, var in {"openai_base_url": "ACCEL_OPENAI_BASE_URL", "model": "ACCEL_LLM_MODEL", "pg_dsn": "ACCEL_PG_DSN",
+                       "embed_model": "ACCEL_EMBED_MODEL", "rerank_model": "ACCEL_RERANK_MODEL",
+                       "embed_base_url": "ACCEL_EMBED_BASE_URL", "embed_model_name": "ACCEL_EMBED_MODEL_NAME",
+                       "rerank_base_url": "ACCEL_RERANK_BASE_URL", "rerank_model_name": "ACCEL_RERANK_MODEL_NAME"}.items():
+        monkeypatch.setenv(var, str(getattr(twin_stack, field)))
+    out = tmp_path / "docs-apps.json"
+    monkeypatch.setattr(sys, "argv", ["docs_apps_twin.py", "--queries", "3", "--rounds", "1", "--max-tokens", "8",
+                                      "--apps", "lc_rag_tutorial,lg_rag_part1", "--json", str(out)])
+    module.main()
+    report = json.loads(out.read_text())
+    assert report["simulated"] is True
+    assert [row["app"] for row in report["apps"]] == ["lc_rag_tutorial", "lg_rag_part1"]
+    for row in report["apps"]:
+        assert row["rounds_equal"] == row["rounds"] == 1, row
+        for name in ("stock", "accel"):
+            system = row[name]
+            assert system["s"] > 0 and system["alone_s"] > 0
+            assert 0 < system["llm_busy_s"] <= system["s"] and system["llm_steps"] >= 8  # 8 tokens decoded, a step each
+            assert system["embed_busy_s"] > 0
+        assert row["speedup"] == pytest.approx(row["stock"]["s"] / row["accel"]["s"])
