@@ -25,7 +25,9 @@ not the package), not part of `make test`.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import tempfile
 import statistics
 import sys
 import time
@@ -40,15 +42,33 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # the docs apps: `tests.external.apps.<name>` (namespace packages)
 
 
+MODULES = ("heapq", "bisect", "functools", "json", "textwrap")
+"""The pydoc pages every app indexes (the goals' questions are asked of them)."""
+
+
+@dataclass
+class Stack:
+    """What the apps are built over: the running stack's config, LangChain's store (PGVector
+    over the embedding server) and chat model, and the pages as files for LlamaIndex's readers
+    (whose `Settings` name the same servers)."""
+
+    config: Any
+    store: Any
+    llm: Any
+    files: list[str]
+
+
 @dataclass
 class App:
-    """A docs app built over the twin stack, and how a batch of questions becomes its inputs."""
+    """A docs app built over the stack, how a batch of questions becomes its inputs, and whether
+    it is a LangChain runnable (`batch`) or a LlamaIndex query engine (`aquery`s gathered)."""
 
     name: str
     what: str
-    build: Callable[[Any, Any, Any], Any]  # (store, llm, config) -> the app
-    inputs: Callable[[list[str]], list[Any]]
+    build: Callable[[Stack], Any]
+    inputs: Callable[[list[str]], list[Any]] = list
     configs: Callable[[int], list[dict[str, Any]] | None] = lambda n: None
+    llamaindex: bool = False
 
 
 ALONE = 4
@@ -69,31 +89,46 @@ def _threads(n: int) -> list[dict[str, Any]]:
 
 
 def apps() -> list[App]:
-    from tests.external.apps import (lc_multi_query, lc_qa_sources, lc_rag_builtin_chains, lc_rag_custom_prompt, lc_rag_tutorial,
-                      lg_lcel_nodes, lg_map_reduce, lg_rag_part1, lg_rag_part2)
+    from tests.external.apps import (li_query_engine_usage, li_simple_fusion, li_starter, li_sub_question, lc_multi_query,
+                                     lc_qa_sources, lc_rag_builtin_chains, lc_rag_custom_prompt, lc_rag_tutorial,
+                                     lg_lcel_nodes, lg_map_reduce, lg_rag_part1, lg_rag_part2)
 
+    def starter_index(s: Stack) -> Any:
+        return li_starter.build(str(Path(s.files[0]).parent))[0]
+
+    half = len(MODULES) // 2
     return [
         App("lc_rag_tutorial", "LangChain RAG tutorial (LCEL: retriever | format_docs, prompt, llm, parser)",
-            lambda store, llm, c: lc_rag_tutorial.build(store, llm), list),
+            lambda s: lc_rag_tutorial.build(s.store, s.llm)),
         App("lc_rag_custom_prompt", "LangChain RAG with a custom prompt",
-            lambda store, llm, c: lc_rag_custom_prompt.build(store.as_retriever(), llm), list),
+            lambda s: lc_rag_custom_prompt.build(s.store.as_retriever(), s.llm)),
         App("lc_rag_builtin_chains", "create_retrieval_chain + create_stuff_documents_chain",
-            lambda store, llm, c: lc_rag_builtin_chains.build(store.as_retriever(), llm), _input),
+            lambda s: lc_rag_builtin_chains.build(s.store.as_retriever(), s.llm), _input),
         App("lc_qa_sources", "RAG returning its sources (RunnablePassthrough.assign)",
-            lambda store, llm, c: lc_qa_sources.build(store.as_retriever(), llm), _input),
+            lambda s: lc_qa_sources.build(s.store.as_retriever(), s.llm), _input),
         App("lc_multi_query", "MultiQueryRetriever (an LLM writes 3 queries, 3 searches, union)",
-            lambda store, llm, c: lc_multi_query.build(store, c.openai_base_url, c.model, max_tokens=llm.max_tokens), list),
+            lambda s: lc_multi_query.build(s.store, s.config.openai_base_url, s.config.model, max_tokens=s.llm.max_tokens)),
         App("lg_rag_part1", "LangGraph RAG part 1 (retrieve -> generate, sync nodes)",
-            lambda store, llm, c: lg_rag_part1.build(store, llm), _question),
+            lambda s: lg_rag_part1.build(s.store, s.llm), _question),
         App("lg_rag_part1_query_analysis", "LangGraph RAG part 1 with query analysis (3 nodes, 2 LLM calls)",
-            lambda store, llm, c: lg_rag_part1.build_with_query_analysis(store, llm), _question),
+            lambda s: lg_rag_part1.build_with_query_analysis(s.store, s.llm), _question),
         App("lg_lcel_nodes", "LangGraph with LCEL chains as nodes (analyze, retrieve, generate)",
-            lambda store, llm, c: lg_lcel_nodes.build(store, llm), _question),
+            lambda s: lg_lcel_nodes.build(s.store, s.llm), _question),
         App("lg_map_reduce", "LangGraph map-reduce with Send (topics, a joke per subject, the best)",
-            lambda store, llm, c: lg_map_reduce.build(llm), lambda qs: [{"topic": q} for q in qs]),
+            lambda s: lg_map_reduce.build(s.llm), lambda qs: [{"topic": q} for q in qs]),
         App("lg_rag_part2", "LangGraph conversational RAG part 2 (ToolNode, MemorySaver), first turn",
-            lambda store, llm, c: lg_rag_part2.build(store, llm),
+            lambda s: lg_rag_part2.build(s.store, s.llm),
             lambda qs: [{"messages": [{"role": "user", "content": q}]} for q in qs], _threads),
+        App("li_starter", "LlamaIndex starter: VectorStoreIndex.as_query_engine() (compact)",
+            lambda s: starter_index(s).as_query_engine(), llamaindex=True),
+        App("li_tree_summarize", "LlamaIndex query engine, response_mode='tree_summarize'",
+            lambda s: li_query_engine_usage.high_level(starter_index(s)), llamaindex=True),
+        App("li_low_level", "LlamaIndex low-level composition (VectorIndexRetriever, tree_summarize synthesizer)",
+            lambda s: li_query_engine_usage.low_level(starter_index(s)), llamaindex=True),
+        App("li_sub_question", "LlamaIndex SubQuestionQueryEngine over two indexes (fixed sub-questions)",
+            lambda s: li_sub_question.build(s.files, fixed_questions=True), llamaindex=True),
+        App("li_simple_fusion", "LlamaIndex QueryFusionRetriever (4 queries over two indexes)",
+            lambda s: li_simple_fusion.build(s.files[:half], s.files[half:]), llamaindex=True),
     ]
 
 
@@ -106,6 +141,8 @@ def plain(value: Any) -> Any:
         return (value.type, value.content)
     if isinstance(value, Document):
         return (value.page_content, value.metadata)
+    if hasattr(value, "source_nodes") and hasattr(value, "response"):  # a LlamaIndex Response
+        return (str(value), [(n.node.get_content(), n.score) for n in value.source_nodes])
     if isinstance(value, dict):
         return {k: plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -134,17 +171,30 @@ def timed_batch(app: Any, spec: App, questions: list[str], stack: Any, *, batch:
     before = twin_run.read(stack)
     with settled_heap():
         start = time.perf_counter()
-        outputs = app.batch(inputs, config=config)
+        if spec.llamaindex:  # LlamaIndex has no batch: an async server's gathered `aquery`s, as the goals drive it
+            outputs = LOOP.run(_gathered(app, inputs))
+        else:
+            outputs = app.batch(inputs, config=config)
         seconds = time.perf_counter() - start
     busy = twin_run.read(stack).busy_since(before) or {}
     return Batch(seconds, outputs, busy.get("llm"), busy.get("llm_steps"), busy.get("embed"))
 
 
-def measure(spec: App, store: Any, llm: Any, config: Any, questions: list[str], rounds: int,
-            options: dict[str, Any]) -> dict[str, Any]:
+LOOP = asyncio.Runner()
+"""One event loop for every gathered batch, as an async server has: LlamaIndex's OpenAI clients
+keep the async HTTP client of the loop they first ran on (a fresh `asyncio.run` per batch ends in
+`APIConnectionError` on the second)."""
+
+
+async def _gathered(engine: Any, questions: list[str]) -> list[Any]:
+    return list(await asyncio.gather(*(engine.aquery(q) for q in questions)))
+
+
+def measure(spec: App, stack: Stack, questions: list[str], rounds: int, options: dict[str, Any]) -> dict[str, Any]:
     import accel
 
-    stock = spec.build(store, llm, config)
+    config = stack.config
+    stock = spec.build(stack)
     systems = {"stock": stock, "accel": accel.wrap(stock, **options)}
     batches: dict[str, list[Batch]] = {name: [] for name in systems}
     for name, app in systems.items():  # warm-up: imports, plans, connection pools
@@ -195,16 +245,26 @@ def main() -> None:
 
     from accel.benchmarks.host_speed import describe, probe
     from accel.benchmarks.workload import build_workload
+    from llama_index.core import Settings
+
     from accel.examples.corpus import pydoc_documents
     from accel.examples.langchain.models import build_index, chat_model
+    from accel.examples.llamaindex.models import embed_model
     from accel.examples.stack import load_config
+    from tests.external.apps.li_starter import local_llm
 
     from accel.benchmarks import twin_run
 
     config = load_config()
     on_twins = bool(twin_run.read(config).busy_by_twin)
-    store = build_index(config, pydoc_documents(["heapq", "bisect", "functools", "json", "textwrap"]), "docs_apps_twin")
-    llm = chat_model(config, max_tokens=args.max_tokens)
+    pages = pydoc_documents(MODULES)
+    folder = Path(tempfile.mkdtemp(prefix="docs-apps-"))
+    for page in pages:
+        (folder / f"{page['metadata']['module']}.txt").write_text(page["text"])
+    Settings.embed_model = embed_model(config)  # the starter's `configure`, on the stack's servers
+    Settings.llm = local_llm(config.openai_base_url, config.model, max_tokens=args.max_tokens)
+    stack = Stack(config, build_index(config, pages, "docs_apps_twin"), chat_model(config, max_tokens=args.max_tokens),
+                  sorted(str(p) for p in folder.iterdir()))
     questions = build_workload(args.queries).questions
     chosen = [a for a in apps() if not args.apps or a.name in args.apps.split(",")]
     before = probe()
@@ -213,9 +273,10 @@ def main() -> None:
         task = progress.add_task("docs apps", total=len(chosen))
         for spec in chosen:
             progress.update(task, description=spec.name)
-            rows.append(measure(spec, store, llm, config, questions, args.rounds, args.wrap_options))
+            rows.append(measure(spec, stack, questions, args.rounds, args.wrap_options))
             progress.advance(task)
     after = probe()
+    LOOP.close()
     host = f"{describe(before)} before, {describe(after)} after"
     wrapped = f"accel.wrap(app, **{args.wrap_options})" if args.wrap_options else "accel.wrap(app)"
     print("engine twins: every figure is simulated from measured H100 curves" if on_twins else "real engines")

@@ -83,10 +83,14 @@ class ConstOp:
 @dataclass(frozen=True)
 class CallOp:
     """Opaque code run as-is: `fn(**values)` (ports become keyword arguments). `blocking`
-    (default True) runs a sync `fn` in a worker thread; set False only for cheap pure code."""
+    (default True) runs a sync `fn` in a worker thread; set False only for cheap pure code.
+    `cpu_bound`: `fn` only computes, never waits (a synthesizer's token repacking), so it runs
+    in the runtime's compute threads, as many as cores, instead of beside every query's waiting
+    code (`accel.runtime.runtime.COMPUTE_WORKERS`)."""
 
     fn: Callable[..., Any]
     blocking: bool = True
+    cpu_bound: bool = False
 
     def compute(self, values: dict[str, Any]) -> Any:
         return self.fn(**values)

@@ -67,8 +67,11 @@ class QueryRun:
         depth_offset: int = 0,
         watcher: QueryWatcher | None = None,
         warm_gate: Callable[[str], SpareGate] | None = None,
+        compute: Executor | None = None,
     ) -> None:
         self.plan = plan
+        self.compute = compute or executor
+        """Where ops marked `cpu_bound` run (`CallOp`); `executor` for the rest."""
         self.warm_gate = warm_gate
         self.plan_of = plan_of
         self.depth_offset = depth_offset
@@ -192,7 +195,8 @@ class QueryRun:
             # instrumentation), as the stock app's own code would run.
             loop = asyncio.get_running_loop()
             call = functools.partial(contextvars.copy_context().run, op.compute, values)
-            return await loop.run_in_executor(self.executor, call)
+            pool = self.compute if getattr(op, "cpu_bound", False) else self.executor
+            return await loop.run_in_executor(pool, call)
         if node.kind is Kind.PARTIAL_PREFILL and self.warm_gate is not None and node.engine is not None:
             return await self._warm_up(i, node, values, span, self.warm_gate(node.engine))
         return await self._answer(i, node, values, span)
@@ -253,7 +257,7 @@ class QueryRun:
         template = expansion.template
         sub = QueryRun(self.plan_of(template), template.instantiate(expansion.inputs, self.query_id), self.schedulers, self.executor,
                        self.tracer, self.parent, self.priority, None, self.plan_of, self._depth(i), expansion.watcher or self.watcher,
-                       self.warm_gate)
+                       self.warm_gate, self.compute)
         try:
             value = await sub.run()
         except BaseException as err:

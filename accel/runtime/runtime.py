@@ -12,6 +12,7 @@ them); it owns the schedulers feeding them and every task it starts for a query.
 from __future__ import annotations
 
 import itertools
+import os
 import weakref
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
@@ -40,6 +41,14 @@ flight than the caller submits: Python's default (cpu_count + 4, 6 threads on 2 
 batch of 16 at 6 refine loops while stock `batch` ran 16 threads. Threads start only on demand,
 without the session loop waiting for them to begin (`accel.worker_threads`)."""
 
+COMPUTE_WORKERS = max(1, os.cpu_count() or 1)
+"""Threads for local ops that only compute (`CallOp(cpu_bound=True)`), as many as cores. Run
+beside every query's waiting code they shared the GIL and the cores with 32 others: a batch of
+32 LlamaIndex queries (the docs' starter query engine, compact synthesis) spent 3.35 s of CPU in
+its synthesizers' token repacking against stock's 0.85 s for the same 202 splits of the same
+text on its event loop; LlamaIndex's splitter alone on 32 threads took 2.4x the CPU of one
+thread, and longer (scripts/docs_apps_twin.py, docs/benchmarks-twin.md)."""
+
 
 class Runtime:
     """Runs templates on shared engine schedulers; many concurrent `run` calls batch together."""
@@ -66,6 +75,7 @@ class Runtime:
         }
         self._max_workers = max_workers
         self._executor: WorkerPool | None = None
+        self._compute: WorkerPool | None = None
         self._tracer_provider = tracer_provider
         self._plans: weakref.WeakKeyDictionary[Template, Plan] = weakref.WeakKeyDictionary()
         self._ids = itertools.count()
@@ -74,9 +84,10 @@ class Runtime:
         """The engine calls of wrapped runs that run their own code (`accel.runtime.programs`)."""
 
     async def start(self) -> None:
-        """Start the engine schedulers and the worker pool for blocking local code."""
+        """Start the engine schedulers and the worker pools for blocking and compute-only local code."""
         if self._executor is None:
             self._executor = WorkerPool(self._max_workers, thread_name_prefix="accel-local")
+            self._compute = WorkerPool(min(COMPUTE_WORKERS, self._max_workers), thread_name_prefix="accel-compute")
         for scheduler in self.schedulers.values():
             await scheduler.start()
 
@@ -92,12 +103,13 @@ class Runtime:
         return scheduler
 
     async def stop(self) -> None:
-        """Stop the schedulers (failing what is still queued) and release the worker pool."""
+        """Stop the schedulers (failing what is still queued) and release the worker pools."""
         for scheduler in self.schedulers.values():
             await scheduler.stop()
-        executor, self._executor = self._executor, None
-        if executor is not None:
-            executor.shutdown(wait=False, cancel_futures=True)
+        pools, self._executor, self._compute = (self._executor, self._compute), None, None
+        for pool in pools:
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
 
     async def __aenter__(self) -> Runtime:
         await self.start()
@@ -157,5 +169,5 @@ class Runtime:
             # Unrecorded query (no SDK, sampled out): skip primitive spans, they cost µs each.
             node_tracer = tracer if trace.get_current_span().is_recording() else None
             query = QueryRun(plan, instance, self.schedulers, self._executor, node_tracer, parent, priority, on_item, self.plan,
-                             watcher=watcher, warm_gate=self.programs.gate)
+                             watcher=watcher, warm_gate=self.programs.gate, compute=self._compute)
             return await query.run()

@@ -116,7 +116,7 @@ class LoweredQuery:
             b = GraphBuilder()
             nodes = self._build_retrieval(b)
             state = b.input("state")
-            plan = b.add(Kind.CALL, "synthesis.plan", inputs={"state": state, "nodes": nodes}, op=CallOp(self._plan))
+            plan = b.add(Kind.CALL, "synthesis.plan", inputs={"state": state, "nodes": nodes}, op=CallOp(self._plan, cpu_bound=True))
             answer = b.add(Kind.EXPAND, "synthesize", inputs={"plan": plan, QUERY_PORT: Ref(QUERY_PORT)},
                            attrs=synthesis.expand_attrs(), op=RunPlanned((representative,)))
             b.output(b.add(Kind.CALL, "synthesis.finish", inputs={"plan": plan, "answer": answer},
@@ -127,7 +127,7 @@ class LoweredQuery:
 
     def _plan(self, state: QueryState, nodes: list[Any]) -> SubRun:
         """The synthesis plan node: the synthesizer's own repacking of the retrieved text picks
-        the sub-graph (run in a worker thread, in the query's context)."""
+        the sub-graph (run in a compute thread, in the query's context: it only tokenises)."""
         state.nodes = nodes
         synthesis = self._synthesis
         assert synthesis is not None

@@ -307,6 +307,50 @@ async def test_blocking_local_code_runs_in_a_worker_thread():
         assert (await rt.run(Template.from_graph(b.graph), {"x": 1})).startswith("accel-local")
 
 
+async def test_compute_only_local_code_runs_at_most_cores_at_once_beside_waiting_code(monkeypatch):
+    """`CallOp(cpu_bound=True)` runs in the runtime's compute threads, as many as cores (two
+    here), however many queries reach it; blocking code that waits still runs in the large
+    pool, so a query waiting there never holds a compute thread."""
+    import accel.runtime.runtime as runtime_module
+
+    monkeypatch.setattr(runtime_module, "COMPUTE_WORKERS", 2)
+    lock = threading.Lock()
+    running, most, names = [0], [0], set()
+    both_running = threading.Barrier(2, timeout=30)  # fails unless two computes overlap
+
+    def compute(x):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+            names.add(threading.current_thread().name)
+        try:
+            if x < 2:
+                both_running.wait()
+            return x
+        finally:
+            with lock:
+                running[0] -= 1
+
+    waiting = threading.Event()
+
+    def wait(x):
+        waiting.wait(30)
+        return threading.current_thread().name
+
+    b = GraphBuilder()
+    x = b.input("x")
+    b.output(b.add(Kind.CALL, "compute", inputs={"x": x}, op=CallOp(compute, cpu_bound=True)))
+    computes = Template.from_graph(b.graph)
+    w = GraphBuilder()
+    w.output(w.add(Kind.CALL, "wait", inputs={"x": w.input("x")}, op=CallOp(wait)))
+    async with Runtime({}) as rt:
+        waiter = asyncio.create_task(rt.run(Template.from_graph(w.graph), {"x": 0}))
+        assert await asyncio.gather(*(rt.run(computes, {"x": i}) for i in range(12))) == list(range(12))
+        waiting.set()
+        assert (await waiter).startswith("accel-local")
+    assert most[0] == 2 and len(names) == 2 and all(n.startswith("accel-compute") for n in names), (most, names)
+
+
 async def test_blocking_local_code_sees_the_callers_context():
     """Opaque framework code reads contextvars (LlamaIndex's active span, OpenTelemetry's
     context): in the worker thread it sees those of the query's caller, as stock would."""
