@@ -1,6 +1,8 @@
 """Apps written from the frameworks' docs (tests/external/apps, transcribed for the fidelity
-suites, never tuned for accel) on the engine twins: a batch of N questions through the app's
-own `batch`, stock and `accel.wrap`, answers compared.
+suites, never tuned for accel) on the engine twins: a batch of N questions, stock and
+`accel.wrap`, answers compared. LangChain and LangGraph apps take it through their own
+`batch(..., max_concurrency=N)`; LlamaIndex query engines, which have none, as `aquery`s gathered
+on one event loop (an async server's way, and the goals').
 
 The goals run the repository's examples, which accel was built beside; this asks whether what
 accel gains on GPU economics carries to apps it was not designed for. Every figure it prints is
