@@ -58,6 +58,10 @@ class Stack:
     store: Any
     llm: Any
     files: list[str]
+    loop: asyncio.Runner
+    """One event loop for every gathered batch, as an async server has: LlamaIndex's OpenAI
+    clients keep the async HTTP client of the loop they first ran on (a fresh `asyncio.run` per
+    batch ends in `APIConnectionError` on the second)."""
 
 
 @dataclass
@@ -161,7 +165,7 @@ class Batch:
     embed_busy_s: float | None  # the embedding twin's
 
 
-def timed_batch(app: Any, spec: App, questions: list[str], stack: Any, *, batch: bool = True) -> Batch:
+def timed_batch(app: Any, spec: App, questions: list[str], stack: Stack, *, batch: bool = True) -> Batch:
     from accel.benchmarks import twin_run
     from accel.benchmarks.harness import reset_prefix_cache
     from accel.benchmarks.runner import settled_heap
@@ -169,23 +173,17 @@ def timed_batch(app: Any, spec: App, questions: list[str], stack: Any, *, batch:
     inputs, configs = spec.inputs(questions), spec.configs(len(questions))
     limit = {"max_concurrency": len(inputs)} if batch else {}  # one query alone: its own tasks as stock runs them
     config: Any = [{**c, **limit} for c in configs] if configs else limit
-    reset_prefix_cache(stack.openai_base_url)
-    before = twin_run.read(stack)
+    reset_prefix_cache(stack.config.openai_base_url)
+    before = twin_run.read(stack.config)
     with settled_heap():
         start = time.perf_counter()
         if spec.llamaindex:  # LlamaIndex has no batch: an async server's gathered `aquery`s, as the goals drive it
-            outputs = LOOP.run(_gathered(app, inputs))
+            outputs = stack.loop.run(_gathered(app, inputs))
         else:
             outputs = app.batch(inputs, config=config)
         seconds = time.perf_counter() - start
-    busy = twin_run.read(stack).busy_since(before) or {}
+    busy = twin_run.read(stack.config).busy_since(before) or {}
     return Batch(seconds, outputs, busy.get("llm"), busy.get("llm_steps"), busy.get("embed"))
-
-
-LOOP = asyncio.Runner()
-"""One event loop for every gathered batch, as an async server has: LlamaIndex's OpenAI clients
-keep the async HTTP client of the loop they first ran on (a fresh `asyncio.run` per batch ends in
-`APIConnectionError` on the second)."""
 
 
 async def _gathered(engine: Any, questions: list[str]) -> list[Any]:
@@ -195,22 +193,21 @@ async def _gathered(engine: Any, questions: list[str]) -> list[Any]:
 def measure(spec: App, stack: Stack, questions: list[str], rounds: int, options: dict[str, Any]) -> dict[str, Any]:
     import accel
 
-    config = stack.config
     stock = spec.build(stack)
     systems = {"stock": stock, "accel": accel.wrap(stock, **options)}
     batches: dict[str, list[Batch]] = {name: [] for name in systems}
     for name, app in systems.items():  # warm-up: imports, plans, connection pools
-        timed_batch(app, spec, questions[:4], config)
+        timed_batch(app, spec, questions[:4], stack)
     equal = 0
     for r in range(rounds):
         order = list(systems) if r % 2 == 0 else list(systems)[::-1]
         for name in order:
-            batches[name].append(timed_batch(systems[name], spec, questions, config))
+            batches[name].append(timed_batch(systems[name], spec, questions, stack))
         equal += plain(batches["stock"][-1].outputs) == plain(batches["accel"][-1].outputs)
     alone: dict[str, list[float]] = {name: [] for name in systems}
     for q in questions[:ALONE]:
         for name, app in systems.items():
-            alone[name].append(timed_batch(app, spec, [q], config, batch=False).seconds)
+            alone[name].append(timed_batch(app, spec, [q], stack, batch=False).seconds)
     row: dict[str, Any] = {"app": spec.name, "what": spec.what, "rounds_equal": equal, "rounds": rounds}
     for name, runs in batches.items():
         seconds = [b.seconds for b in runs]
@@ -232,7 +229,9 @@ def _busy(system: dict[str, Any]) -> str:
     return f"{system['llm_busy_s']:.2f} ({system['llm_busy_s'] / system['s']:.0%}), {system['llm_steps']:.0f}"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None, config: Any = None) -> None:
+    """The command line (`argv`, default `sys.argv[1:]`) on the stack `accel up` left under
+    `ACCEL_HOME`, or on `config` (a `StackConfig`) where given."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--queries", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=4)
@@ -241,7 +240,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--wrap-options", type=json.loads, default={},
                         help='accel.wrap options as JSON, e.g. \'{"disabled_passes": ["learned_prefill"]}\'')
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     from rich.progress import Progress
 
@@ -257,7 +256,7 @@ def main() -> None:
 
     from accel.benchmarks import twin_run
 
-    config = load_config()
+    config = config or load_config()
     on_twins = bool(twin_run.read(config).busy_by_twin)
     pages = pydoc_documents(MODULES)
     folder = Path(tempfile.mkdtemp(prefix="docs-apps-"))
@@ -265,20 +264,19 @@ def main() -> None:
         (folder / f"{page['metadata']['module']}.txt").write_text(page["text"])
     Settings.embed_model = embed_model(config)  # the starter's `configure`, on the stack's servers
     Settings.llm = local_llm(config.openai_base_url, config.model, max_tokens=args.max_tokens)
-    stack = Stack(config, build_index(config, pages, "docs_apps_twin"), chat_model(config, max_tokens=args.max_tokens),
-                  sorted(str(p) for p in folder.iterdir()))
     questions = build_workload(args.queries).questions
     chosen = [a for a in apps() if not args.apps or a.name in args.apps.split(",")]
     before = probe()
     rows = []
-    with Progress(transient=True) as progress:
+    with asyncio.Runner() as loop, Progress(transient=True) as progress:
+        stack = Stack(config, build_index(config, pages, "docs_apps_twin"), chat_model(config, max_tokens=args.max_tokens),
+                      sorted(str(p) for p in folder.iterdir()), loop)
         task = progress.add_task("docs apps", total=len(chosen))
         for spec in chosen:
             progress.update(task, description=spec.name)
             rows.append(measure(spec, stack, questions, args.rounds, args.wrap_options))
             progress.advance(task)
     after = probe()
-    LOOP.close()
     host = f"{describe(before)} before, {describe(after)} after"
     wrapped = f"accel.wrap(app, **{args.wrap_options})" if args.wrap_options else "accel.wrap(app)"
     print("engine twins: every figure is simulated from measured H100 curves" if on_twins else "real engines")

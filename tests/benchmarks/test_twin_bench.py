@@ -113,8 +113,9 @@ def test_a_twin_run_is_labelled_simulated_and_answers_as_stock(twin_stack: Stack
 def test_docs_apps_script_compares_stock_and_accel_on_the_twins(twin_stack: StackConfig, tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """scripts/docs_apps_twin.py (apps from the docs, batched, stock against accel.wrap): on
-    twins its JSON says simulated, every round's answers equal, and each system's batch carries
-    the LLM twin's busy time and steps and the embedding twin's busy time."""
+    twins its JSON says simulated, every round's answers equal (a LangChain batch, a LangGraph
+    batch, LlamaIndex `aquery`s gathered on the script's one loop), and each system's batch
+    carries the LLM twin's busy time and steps and the embedding twin's busy time."""
     import importlib.util
     import sys
 
@@ -123,18 +124,12 @@ def test_docs_apps_script_compares_stock_and_accel_on_the_twins(twin_stack: Stac
     module = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, "docs_apps_twin", module)  # its dataclasses look their module up
     spec.loader.exec_module(module)
-    for field, var in {"openai_base_url": "ACCEL_OPENAI_BASE_URL", "model": "ACCEL_LLM_MODEL", "pg_dsn": "ACCEL_PG_DSN",
-                       "embed_model": "ACCEL_EMBED_MODEL", "rerank_model": "ACCEL_RERANK_MODEL",
-                       "embed_base_url": "ACCEL_EMBED_BASE_URL", "embed_model_name": "ACCEL_EMBED_MODEL_NAME",
-                       "rerank_base_url": "ACCEL_RERANK_BASE_URL", "rerank_model_name": "ACCEL_RERANK_MODEL_NAME"}.items():
-        monkeypatch.setenv(var, str(getattr(twin_stack, field)))
     out = tmp_path / "docs-apps.json"
-    monkeypatch.setattr(sys, "argv", ["docs_apps_twin.py", "--queries", "3", "--rounds", "1", "--max-tokens", "8",
-                                      "--apps", "lc_rag_tutorial,lg_rag_part1", "--json", str(out)])
-    module.main()
+    module.main(["--queries", "3", "--rounds", "1", "--max-tokens", "8", "--apps", "lc_rag_tutorial,lg_rag_part1,li_starter",
+                 "--json", str(out)], config=twin_stack)
     report = json.loads(out.read_text())
     assert report["simulated"] is True
-    assert [row["app"] for row in report["apps"]] == ["lc_rag_tutorial", "lg_rag_part1"]
+    assert [row["app"] for row in report["apps"]] == ["lc_rag_tutorial", "lg_rag_part1", "li_starter"]
     for row in report["apps"]:
         assert row["rounds_equal"] == row["rounds"] == 1, row
         for name in ("stock", "accel"):
